@@ -1,0 +1,236 @@
+//! The command-line surface: clap definitions and one small function per command.
+//!
+//! Each command opens the engine, calls one engine method and prints the result with
+//! [`output`], as a table for people or as JSON (`--json`) with the same field names as the
+//! MCP tools. Exit codes: 0 ok, 1 operational failure or not found, 2 invalid input (clap's
+//! own usage errors also exit 2).
+
+mod output;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::json;
+
+use slm::embed::OnnxEmbedder;
+use slm::engine::{DataRoot, Engine, RecallQuery};
+use slm::memory::Kind;
+use slm::Error;
+
+/// Exit code for invalid input.
+pub const EXIT_INVALID: i32 = 2;
+/// Exit code for operational failures and not-found.
+pub const EXIT_FAILURE: i32 = 1;
+
+#[derive(Parser, Debug)]
+#[command(name = "slm", version, about = "A local memory engine for AI agents, with gate-verified bounded loops")]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+struct Global {
+    /// Data root (one SQLite database shared by every process). Default: $XDG_DATA_HOME/slm.
+    #[arg(long, global = true, env = "SLM_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Print structured JSON (the same field names as the MCP tools).
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Store a memory (the same content and tags again returns the existing id).
+    Remember {
+        /// The text to remember (1 byte to 64 KiB).
+        content: String,
+        /// A tag (1-128 characters, no whitespace or commas); repeat for several.
+        #[arg(long = "tag", short = 't', value_name = "TAG")]
+        tags: Vec<String>,
+    },
+    /// Semantic search, best first, scored by exact cosine similarity.
+    #[command(visible_alias = "search")]
+    Recall {
+        /// What to look for.
+        query: String,
+        /// Most hits to return (1-1000).
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Only memories carrying every one of these tags.
+        #[arg(long = "tag", short = 't', value_name = "TAG")]
+        tags: Vec<String>,
+        /// Only hits scoring at least this (in [-1, 1]).
+        #[arg(long, allow_negative_numbers = true)]
+        min_score: Option<f64>,
+        /// Include loop ledger laps (they are included anyway when a loop:* tag is given).
+        #[arg(long)]
+        laps: bool,
+    },
+    /// List memories, newest first.
+    List {
+        /// Only memories carrying every one of these tags.
+        #[arg(long = "tag", short = 't', value_name = "TAG")]
+        tags: Vec<String>,
+        /// Most memories to list (1-1000).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Which kind of rows to list.
+        #[arg(long, value_enum, default_value_t = KindArg::Memory)]
+        kind: KindArg,
+        /// Only ids below this one (for paging).
+        #[arg(long)]
+        before: Option<i64>,
+    },
+    /// Delete memories by id.
+    Forget {
+        /// Memory ids.
+        #[arg(required = true)]
+        ids: Vec<i64>,
+    },
+    /// Show the data root, counts, model and index state.
+    Status,
+    /// Bulk-remember a JSON Lines file of {"content": "...", "tags": [...]} objects.
+    Import {
+        /// The .jsonl file ("-" for standard input).
+        file: PathBuf,
+    },
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum KindArg {
+    Memory,
+    Lap,
+    All,
+}
+
+/// Parses arguments, runs the command and returns the process exit code.
+pub fn run() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_INVALID } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    init_tracing();
+    let json = cli.global.json;
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => report_error(&e, json),
+    }
+}
+
+fn init_tracing() {
+    // Logs go to stderr and are off unless SLM_LOG is set (e.g. SLM_LOG=info).
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Prints an error on stderr (as JSON with `--json`) and returns its exit code.
+pub fn report_error(e: &Error, json: bool) -> i32 {
+    let code = match e {
+        Error::InvalidInput { .. } => EXIT_INVALID,
+        _ => EXIT_FAILURE,
+    };
+    if json {
+        let kind = match e {
+            Error::InvalidInput { .. } => "invalid_input",
+            Error::NotFound { .. } => "not_found",
+            Error::Model { .. } => "model",
+            _ => "internal",
+        };
+        eprintln!("{}", json!({"ok": false, "error": {"kind": kind, "field": e.field(), "message": e.to_string()}}));
+    } else {
+        eprintln!("slm: error: {e}");
+    }
+    code
+}
+
+fn open(global: &Global) -> slm::Result<Engine> {
+    let root = DataRoot::resolve(global.data_dir.clone())?;
+    Engine::open(&root, Arc::new(OnnxEmbedder::locate()))
+}
+
+fn dispatch(cli: Cli) -> slm::Result<i32> {
+    let g = &cli.global;
+    let out = output::Printer { json: g.json };
+    match cli.command {
+        Command::Remember { content, tags } => {
+            let r = open(g)?.remember(&content, &tags)?;
+            out.remembered(&r);
+        }
+        Command::Recall { query, limit, tags, min_score, laps } => {
+            let q = RecallQuery { query, limit, tags, min_score, include_laps: laps };
+            let r = open(g)?.recall(&q)?;
+            out.recalled(&r);
+        }
+        Command::List { tags, limit, kind, before } => {
+            let kind = match kind {
+                KindArg::Memory => Some(Kind::Memory),
+                KindArg::Lap => Some(Kind::Lap),
+                KindArg::All => None,
+            };
+            let rows = open(g)?.list(&tags, kind, limit, before)?;
+            out.memories(&rows);
+        }
+        Command::Forget { ids } => {
+            let gone = open(g)?.forget(&ids)?;
+            out.forgotten(&gone);
+        }
+        Command::Status => {
+            let engine = open(g)?;
+            let status = engine.status()?;
+            let files = OnnxEmbedder::locate();
+            out.status(&status, files.files().map(|f| (f.model_dir.clone(), f.ort_lib.clone())));
+        }
+        Command::Import { file } => return import(g, &out, &file),
+    }
+    Ok(0)
+}
+
+fn import(g: &Global, out: &output::Printer, file: &std::path::Path) -> slm::Result<i32> {
+    let engine = open(g)?;
+    let (reader, total): (Box<dyn std::io::BufRead>, Option<u64>) = if file.as_os_str() == "-" {
+        (Box::new(std::io::stdin().lock()), None)
+    } else {
+        let f = std::fs::File::open(file).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::invalid("file", file.display(), "must be an existing JSON Lines file")
+            } else {
+                Error::Io { context: format!("cannot open {}", file.display()), source: e }
+            }
+        })?;
+        let len = f.metadata().ok().map(|m| m.len());
+        (Box::new(std::io::BufReader::with_capacity(1 << 20, f)), len)
+    };
+    let bar = if std::io::stderr().is_terminal() && !g.json {
+        let bar = indicatif::ProgressBar::new(total.unwrap_or(0));
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{spinner} importing [{bar:30}] {bytes}/{total_bytes} ({eta})",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Some(bar)
+    } else {
+        None
+    };
+    let summary = slm::import::import_jsonl(&engine, reader, &mut |done| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let summary = summary?;
+    out.imported(&summary);
+    // Skipped lines are invalid input: the rest was imported, but the caller must know.
+    Ok(if summary.skipped.is_empty() { 0 } else { EXIT_INVALID })
+}

@@ -1,0 +1,186 @@
+//! Printing results: aligned tables for people, JSON objects for programs.
+//!
+//! JSON shapes are the contract shared with the MCP tools (SPEC §1, issue #2):
+//! remember → `{"id","deduped"}`, recall → `{"query","hits":[...]}`, list →
+//! `{"memories":[...]}`, status → `{"data_dir","db_path","memories","model","index",...}`.
+
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use slm::engine::{Recalled, Status};
+use slm::import::ImportSummary;
+use slm::memory::{Memory, Remembered};
+
+/// Prints results in the format the user asked for.
+pub struct Printer {
+    pub json: bool,
+}
+
+/// One line of at most `max` characters, for a table cell.
+fn cell(s: &str, max: usize) -> String {
+    let one_line: String = s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(max - 1).collect::<String>())
+    }
+}
+
+/// Prints rows as a left-aligned table with a header.
+fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let last = cells.len() - 1;
+        let s: Vec<String> = cells
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| if i == last { c } else { format!("{c:<w$}", w = widths[i]) })
+            .collect();
+        println!("{}", s.join("  ").trim_end());
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for r in rows {
+        line(r.clone());
+    }
+}
+
+fn short_time(ts: &str) -> String {
+    // 2026-11-30T09:13:05.123456Z → 2026-11-30 09:13:05
+    ts.get(..19).map(|s| s.replace('T', " ")).unwrap_or_else(|| ts.to_string())
+}
+
+impl Printer {
+    fn print_json(&self, v: serde_json::Value) {
+        println!("{v}");
+    }
+
+    pub fn remembered(&self, r: &Remembered) {
+        if self.json {
+            self.print_json(json!(r));
+        } else if r.deduped {
+            println!("already remembered as #{}", r.id);
+        } else {
+            println!("remembered #{}", r.id);
+        }
+    }
+
+    pub fn recalled(&self, r: &Recalled) {
+        if self.json {
+            let hits: Vec<_> = r
+                .hits
+                .iter()
+                .map(|h| json!({"id": h.id, "content": h.content, "tags": h.tags, "score": h.score, "created_at": h.created_at}))
+                .collect();
+            self.print_json(json!({"query": r.query, "hits": hits}));
+            return;
+        }
+        if r.hits.is_empty() {
+            println!("no memories match");
+            return;
+        }
+        let rows: Vec<Vec<String>> = r
+            .hits
+            .iter()
+            .map(|h| {
+                vec![
+                    h.id.to_string(),
+                    format!("{:.3}", h.score),
+                    cell(&h.tags.join(","), 24),
+                    short_time(&h.created_at),
+                    cell(&h.content, 80),
+                ]
+            })
+            .collect();
+        table(&["ID", "SCORE", "TAGS", "CREATED", "CONTENT"], &rows);
+    }
+
+    pub fn memories(&self, ms: &[Memory]) {
+        if self.json {
+            self.print_json(json!({"memories": ms}));
+            return;
+        }
+        if ms.is_empty() {
+            println!("no memories");
+            return;
+        }
+        let rows: Vec<Vec<String>> = ms
+            .iter()
+            .map(|m| {
+                vec![
+                    m.id.to_string(),
+                    m.kind.as_str().to_string(),
+                    cell(&m.tags.join(","), 24),
+                    short_time(&m.created_at),
+                    cell(&m.content, 80),
+                ]
+            })
+            .collect();
+        table(&["ID", "KIND", "TAGS", "CREATED", "CONTENT"], &rows);
+    }
+
+    pub fn forgotten(&self, ids: &[i64]) {
+        if self.json {
+            self.print_json(json!({"forgotten": ids}));
+        } else {
+            let list: Vec<String> = ids.iter().map(|i| format!("#{i}")).collect();
+            println!("forgot {}", list.join(" "));
+        }
+    }
+
+    pub fn status(&self, s: &Status, files: slm::Result<(PathBuf, PathBuf)>) {
+        let (model_dir, runtime, model_error) = match files {
+            Ok((m, r)) => (Some(m), Some(r), None),
+            Err(e) => (None, None, Some(e.to_string())),
+        };
+        if self.json {
+            let mut v = json!(s);
+            v["model_dir"] = json!(model_dir);
+            v["runtime"] = json!(runtime);
+            v["model_error"] = json!(model_error);
+            self.print_json(v);
+            return;
+        }
+        let opt = |p: &Option<PathBuf>| p.as_ref().map_or("-".to_string(), |p| p.display().to_string());
+        let rows = vec![
+            vec!["data dir".into(), s.data_dir.display().to_string()],
+            vec!["database".into(), s.db_path.display().to_string()],
+            vec!["schema".into(), format!("v{}", s.schema_version)],
+            vec!["memories".into(), s.memories.to_string()],
+            vec!["ledger laps".into(), s.laps.to_string()],
+            vec!["model".into(), s.model.clone()],
+            vec!["model files".into(), model_error.clone().unwrap_or_else(|| opt(&model_dir))],
+            vec!["runtime".into(), opt(&runtime)],
+            vec![
+                "index".into(),
+                format!(
+                    "{} (HNSW from {} memories, in long-lived processes)",
+                    s.index.mode, s.index.hnsw_min_memories
+                ),
+            ],
+        ];
+        table(&["FIELD", "VALUE"], &rows);
+    }
+
+    pub fn imported(&self, s: &ImportSummary) {
+        if self.json {
+            self.print_json(json!(s));
+            return;
+        }
+        for sk in &s.skipped {
+            eprintln!("slm: line {}: skipped: {}", sk.line, sk.error);
+        }
+        println!(
+            "imported {} new, {} already stored, {} skipped, of {} lines",
+            s.imported,
+            s.deduped,
+            s.skipped.len(),
+            s.lines
+        );
+    }
+}

@@ -1,0 +1,82 @@
+//! The library's one error type and its `Result` alias.
+//!
+//! Every fallible function in the crate returns [`Result`]. Surfaces (the CLI, later the MCP
+//! server and the dashboard) map an [`Error`] to their own conventions: the CLI turns
+//! [`Error::InvalidInput`] into exit code 2 and everything else into exit code 1, which is why
+//! invalid input is a variant of its own carrying the field, the value and the rule.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in slm.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A value supplied by the caller breaks a documented rule. Nothing was written.
+    #[error("invalid {field}: {value} ({rule})")]
+    InvalidInput {
+        /// The name of the parameter, as the user typed it (`content`, `tag`, `min_score`, ...).
+        field: &'static str,
+        /// The offending value, shortened for display.
+        value: String,
+        /// The rule it breaks, as a phrase ("must be finite and in [-1, 1]").
+        rule: String,
+    },
+
+    /// The thing asked for does not exist (a memory id, a run id).
+    #[error("{what} not found: {id}")]
+    NotFound { what: &'static str, id: String },
+
+    /// The model or the ONNX Runtime library is missing, unreadable or wrong.
+    #[error("{message}")]
+    Model { message: String },
+
+    /// The SQLite database failed.
+    #[error("database error at {path}: {source}")]
+    Database {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// A file or directory operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// The stored data does not look like something this version of slm wrote.
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+}
+
+/// The crate's `Result` alias.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Builds an [`Error::InvalidInput`], shortening long values so messages stay one line.
+    pub fn invalid(field: &'static str, value: impl std::fmt::Display, rule: impl Into<String>) -> Self {
+        let mut value = value.to_string();
+        if value.chars().count() > 60 {
+            value = format!("{}… ({} bytes)", value.chars().take(40).collect::<String>(), value.len());
+        }
+        Error::InvalidInput { field, value: format!("{value:?}"), rule: rule.into() }
+    }
+
+    /// True for errors caused by the caller's input (the CLI exits 2 for these).
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, Error::InvalidInput { .. })
+    }
+
+    /// The field an invalid-input error names, for structured error output.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            Error::InvalidInput { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io { context: context.into(), source }
+    }
+}

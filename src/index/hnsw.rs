@@ -1,0 +1,77 @@
+//! The approximate index: an HNSW graph (`hnsw_rs`) over memory vectors.
+//!
+//! It only proposes candidates; the engine rescores every candidate exactly before reporting
+//! or thresholding it. Building one at 100k vectors takes minutes on 2 cores, so it is only
+//! ever built by a long-lived process in a background thread (see
+//! [`crate::engine::Engine::start_background_index`]); until it is ready, and in every
+//! one-shot CLI call, recall uses the exact scan. Inserting one vector into a built graph is
+//! cheap, so a ready index keeps up with new memories incrementally.
+
+use hnsw_rs::prelude::{DistDot, Hnsw};
+
+/// Neighbours per node (the graph's M).
+pub const M: usize = 16;
+/// Candidate list size while building.
+pub const EF_CONSTRUCTION: usize = 200;
+/// Largest layer count.
+const MAX_LAYER: usize = 16;
+
+/// An HNSW graph whose data ids are row ids.
+pub struct HnswIndex {
+    graph: Hnsw<'static, f32, DistDot>,
+}
+
+impl HnswIndex {
+    /// An empty graph sized for about `capacity` vectors.
+    pub fn new(capacity: usize) -> Self {
+        let graph = Hnsw::new(M, capacity.max(1024), MAX_LAYER, EF_CONSTRUCTION, DistDot {});
+        HnswIndex { graph }
+    }
+
+    /// Builds a graph from `(id, vector)` pairs using every core.
+    pub fn build(items: &[(i64, &[f32])]) -> Self {
+        let index = Self::new(items.len());
+        let batch: Vec<(&[f32], usize)> = items.iter().map(|(id, v)| (*v, *id as usize)).collect();
+        index.graph.parallel_insert_slice(&batch);
+        index
+    }
+
+    /// Adds one vector (L2-normalised: the graph uses dot-product distance).
+    pub fn insert(&self, id: i64, v: &[f32]) {
+        self.graph.insert_slice((v, id as usize));
+    }
+
+    /// Number of vectors in the graph.
+    pub fn len(&self) -> usize {
+        self.graph.get_nb_point()
+    }
+
+    /// True when the graph is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Up to `k` candidate ids near `q`, searching with list size `ef` (≥ k).
+    pub fn candidates(&self, q: &[f32], k: usize, ef: usize) -> Vec<i64> {
+        self.graph.search(q, k, ef.max(k)).into_iter().map(|n| n.d_id as i64).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::testing::HashEmbedder;
+
+    #[test]
+    fn finds_the_exact_neighbour_in_a_small_graph() {
+        let texts: Vec<String> = (0..500).map(|i| format!("note {i} topic {}", i % 17)).collect();
+        let vecs: Vec<Vec<f32>> = texts.iter().map(|t| HashEmbedder::vector(t)).collect();
+        let items: Vec<(i64, &[f32])> = vecs.iter().enumerate().map(|(i, v)| (i as i64 + 1, v.as_slice())).collect();
+        let index = HnswIndex::build(&items);
+        assert_eq!(index.len(), 500);
+        let got = index.candidates(&vecs[123], 5, 64);
+        assert_eq!(got[0], 124, "a stored vector is its own nearest neighbour");
+        index.insert(10_000, &HashEmbedder::vector("brand new text"));
+        assert_eq!(index.candidates(&HashEmbedder::vector("brand new text"), 1, 64), vec![10_000]);
+    }
+}

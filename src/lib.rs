@@ -1,0 +1,31 @@
+//! slm: a local memory engine for AI agents.
+//!
+//! Agents `remember` text; it is embedded locally ([`embed`]), stored in SQLite
+//! ([`storage`]) and recalled by exact cosine similarity ([`index`], [`spaces`]). The
+//! [`engine::Engine`] ties these together and is the only thing surfaces (the `slm` CLI in
+//! `src/main.rs` and `src/cli/`) talk to. `ARCHITECTURE.md` walks the data flow.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use slm::engine::{DataRoot, Engine, RecallQuery};
+//! use slm::embed::OnnxEmbedder;
+//!
+//! # fn main() -> slm::Result<()> {
+//! let root = DataRoot::resolve(Some("/tmp/slm-demo".into()))?;
+//! let engine = Engine::open(&root, Arc::new(OnnxEmbedder::locate()))?;
+//! engine.remember("review complete: PR #42 is approved", &["pr-42".to_string()])?;
+//! let found = engine.recall(&RecallQuery::new("PR 42 approved"))?;
+//! assert!(found.hits[0].score > 0.8);
+//! # Ok(()) }
+//! ```
+
+pub mod embed;
+pub mod engine;
+mod error;
+pub mod import;
+pub mod index;
+pub mod memory;
+pub mod spaces;
+pub mod storage;
+
+pub use error::{Error, Result};

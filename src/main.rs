@@ -1,0 +1,23 @@
+//! The `slm` binary: parses the command line and hands off to [`cli`].
+//!
+//! Everything here is surface: argument parsing, exit codes and printing. The work is done by
+//! the library's engine, which is why the binary is the only place `anyhow`-style reporting
+//! and `process::exit` appear.
+
+mod cli;
+
+fn main() {
+    // A bug must never show a user a backtrace: one line, exit 1.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!("slm: internal error: {msg}{at}; please report this");
+        std::process::exit(1);
+    }));
+    std::process::exit(cli::run());
+}

@@ -1,0 +1,323 @@
+//! The SQLite store: one database file in the data root holding memories, their tags and
+//! their vectors (and, later, loop ledgers).
+//!
+//! Rules every method follows, because many processes share one data root:
+//! WAL mode and a busy timeout on every connection; writes in short `BEGIN IMMEDIATE`
+//! transactions that never include embedding work (the engine embeds first, then writes);
+//! read paths never write. The store knows nothing of embeddings beyond storing bytes: the
+//! engine ([`crate::engine`]) decides what to embed and the index ([`crate::index`]) scores.
+
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, params_from_iter, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use sha2::{Digest, Sha256};
+
+pub use schema::SCHEMA_VERSION;
+
+use crate::memory::{now_rfc3339, Kind, Memory};
+use crate::{Error, Result};
+
+/// The database file's name inside the data root.
+pub const DB_FILE: &str = "slm.db";
+
+/// How long a connection waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A row to insert: everything but the id and timestamp, which the store assigns.
+#[derive(Debug, Clone)]
+pub struct NewRow<'a> {
+    pub kind: Kind,
+    pub content: &'a str,
+    /// Sorted and deduplicated (see [`crate::memory::normalize_tags`]).
+    pub tags: &'a [String],
+    pub embedding: &'a [f32],
+}
+
+/// Visits stored vectors: `(id, kind, little-endian f32 bytes)`.
+pub type VectorVisitor<'v> = dyn FnMut(i64, Kind, &[u8]) -> Result<()> + 'v;
+
+/// An open connection to the data root's database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// The exact-dedup key of a row: sha256 over kind, content and the sorted tag set.
+pub fn dedup_key(kind: Kind, content: &str, sorted_tags: &[String]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(kind.as_str().as_bytes());
+    h.update([0]);
+    h.update((content.len() as u64).to_le_bytes());
+    h.update(content.as_bytes());
+    for t in sorted_tags {
+        h.update([0]);
+        h.update(t.as_bytes());
+    }
+    h.finalize().into()
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: &Path) -> Result<Store> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let db_err = |source| Error::Database { path: path.to_path_buf(), source };
+        let conn = Connection::open_with_flags(path, flags).map_err(db_err)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
+        // journal_mode=WAL is persistent and a no-op once set; it needs the lock only the first time.
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(db_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::Corrupt(format!("{}: cannot switch to WAL mode (got {mode})", path.display())));
+        }
+        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(db_err)?;
+        let mut store = Store { conn, path: path.to_path_buf() };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The database file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, source: rusqlite::Error) -> Error {
+        Error::Database { path: self.path.clone(), source }
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let current = schema::user_version(&self.conn).map_err(|e| self.err(e))?;
+        if current == SCHEMA_VERSION {
+            return Ok(()); // the common path: no write, no lock
+        }
+        if current > SCHEMA_VERSION {
+            return Err(Error::Corrupt(format!(
+                "{} has schema version {current}, newer than this slm ({SCHEMA_VERSION}); upgrade slm",
+                self.path.display()
+            )));
+        }
+        let path = self.path.clone();
+        let db_err = |source| Error::Database { path: path.clone(), source };
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        // Another process may have migrated while we waited for the lock.
+        let current = schema::user_version(&tx).map_err(db_err)?;
+        for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(current.max(0) as usize) {
+            tx.execute_batch(sql).map_err(db_err)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(db_err)?;
+        }
+        tx.commit().map_err(db_err)
+    }
+
+    /// Reads a value from the meta table.
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Sets a meta value unless one is already there; returns the value now stored.
+    pub fn meta_init(&mut self, key: &str, value: &str) -> Result<String> {
+        if let Some(v) = self.meta(key)? {
+            return Ok(v);
+        }
+        self.conn
+            .execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)", [key, value])
+            .map_err(|e| self.err(e))?;
+        Ok(self.meta(key)?.unwrap_or_else(|| value.to_string()))
+    }
+
+    /// The id of a row with this dedup key, if one exists.
+    pub fn find_dedup(&self, key: &[u8; 32]) -> Result<Option<i64>> {
+        self.conn
+            .query_row("SELECT id FROM memories WHERE dedup_key = ?1", [&key[..]], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Inserts rows in one short transaction. Returns `(id, deduped)` for each row, in order;
+    /// a row whose (kind, content, tags) is already stored returns the existing id.
+    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {
+        let path = self.path.clone();
+        let db_err = |source| Error::Database { path: path.clone(), source };
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        let mut out = Vec::with_capacity(rows.len());
+        {
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT INTO memories(kind, content, created_at, dedup_key, embedding)
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(dedup_key) DO NOTHING",
+                )
+                .map_err(db_err)?;
+            let mut find = tx.prepare_cached("SELECT id FROM memories WHERE dedup_key = ?1").map_err(db_err)?;
+            let mut tag = tx
+                .prepare_cached("INSERT OR IGNORE INTO memory_tags(memory_id, tag) VALUES (?1, ?2)")
+                .map_err(db_err)?;
+            for row in rows {
+                let key = dedup_key(row.kind, row.content, row.tags);
+                let blob = crate::spaces::to_blob(row.embedding);
+                let n = ins
+                    .execute(params![row.kind.as_str(), row.content, now_rfc3339(), &key[..], blob])
+                    .map_err(db_err)?;
+                if n == 1 {
+                    let id = tx.last_insert_rowid();
+                    for t in row.tags {
+                        tag.execute(params![id, t]).map_err(db_err)?;
+                    }
+                    out.push((id, false));
+                } else {
+                    let id: i64 = find.query_row([&key[..]], |r| r.get(0)).map_err(db_err)?;
+                    out.push((id, true));
+                }
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(out)
+    }
+
+    /// Deletes memories by id; returns the ids that existed (and are now gone).
+    pub fn forget(&mut self, ids: &[i64]) -> Result<Vec<i64>> {
+        let path = self.path.clone();
+        let db_err = |source| Error::Database { path: path.clone(), source };
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
+        let mut gone = Vec::new();
+        {
+            let mut del = tx.prepare_cached("DELETE FROM memories WHERE id = ?1").map_err(db_err)?;
+            for &id in ids {
+                if del.execute([id]).map_err(db_err)? == 1 {
+                    gone.push(id);
+                }
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(gone)
+    }
+
+    /// Fetches memories by id, in the order given; ids that do not exist are skipped.
+    pub fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT m.id, m.kind, m.content, m.created_at,
+                        (SELECT group_concat(tag, char(10)) FROM
+                           (SELECT tag FROM memory_tags WHERE memory_id = m.id ORDER BY tag))
+                 FROM memories m WHERE m.id = ?1",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if let Some(raw) = stmt.query_row([id], raw_row).optional().map_err(|e| self.err(e))? {
+                out.push(to_memory(raw)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Lists memories newest first, optionally only those carrying every tag in `tags`,
+    /// only of `kind`, and only with ids below `before` (for paging).
+    pub fn list(&self, tags: &[String], kind: Option<Kind>, limit: usize, before: Option<i64>) -> Result<Vec<Memory>> {
+        let mut sql = String::from(
+            "SELECT m.id, m.kind, m.content, m.created_at,
+                    (SELECT group_concat(tag, char(10)) FROM
+                       (SELECT tag FROM memory_tags WHERE memory_id = m.id ORDER BY tag))
+             FROM memories m WHERE m.id < ?1",
+        );
+        let mut args: Vec<rusqlite::types::Value> = vec![before.unwrap_or(i64::MAX).into()];
+        if let Some(k) = kind {
+            args.push(k.as_str().to_string().into());
+            sql.push_str(&format!(" AND m.kind = ?{}", args.len()));
+        }
+        for t in tags {
+            args.push(t.clone().into());
+            sql.push_str(&format!(
+                " AND EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = m.id AND t.tag = ?{})",
+                args.len()
+            ));
+        }
+        args.push((limit as i64).into());
+        sql.push_str(&format!(" ORDER BY m.id DESC LIMIT ?{}", args.len()));
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let rows = stmt.query_map(params_from_iter(args), raw_row).map_err(|e| self.err(e))?;
+        rows.map(|r| r.map_err(|e| self.err(e)).and_then(to_memory)).collect()
+    }
+
+    /// Counts rows of each kind: `(memories, laps)`.
+    pub fn counts(&self) -> Result<(u64, u64)> {
+        let count = |k: Kind| -> Result<u64> {
+            self.conn
+                .query_row("SELECT count(*) FROM memories WHERE kind = ?1", [k.as_str()], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+                .map_err(|e| self.err(e))
+        };
+        Ok((count(Kind::Memory)?, count(Kind::Lap)?))
+    }
+
+    /// The largest id ever stored (0 for an empty store).
+    pub fn max_id(&self) -> Result<i64> {
+        self.conn
+            .query_row("SELECT coalesce(max(id), 0) FROM memories", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Visits the vectors of every row with `id > after`, in id order, optionally of one kind.
+    pub fn vectors_after(&self, after: i64, kind: Option<Kind>, visit: &mut VectorVisitor<'_>) -> Result<()> {
+        let sql = match kind {
+            None => "SELECT id, kind, embedding FROM memories WHERE id > ?1 ORDER BY id",
+            Some(_) => "SELECT id, kind, embedding FROM memories WHERE id > ?1 AND kind = ?2 ORDER BY id",
+        };
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let mut rows = match kind {
+            None => stmt.query(params![after]),
+            Some(k) => stmt.query(params![after, k.as_str()]),
+        }
+        .map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let id: i64 = row.get(0).map_err(|e| self.err(e))?;
+            let kind: String = row.get(1).map_err(|e| self.err(e))?;
+            let blob = row.get_ref(2).map_err(|e| self.err(e))?.as_blob().map_err(|e| self.err(e.into()))?;
+            visit(id, Kind::parse(&kind)?, blob)?;
+        }
+        Ok(())
+    }
+
+    /// The ids (ascending) of rows carrying every one of `tags` (non-empty).
+    pub fn ids_with_all_tags(&self, tags: &[String]) -> Result<Vec<i64>> {
+        let Some((first, rest)) = tags.split_first() else {
+            return Ok(Vec::new());
+        };
+        let mut sql = String::from("SELECT memory_id FROM memory_tags WHERE tag = ?1");
+        for i in 0..rest.len() {
+            sql.push_str(&format!(" INTERSECT SELECT memory_id FROM memory_tags WHERE tag = ?{}", i + 2));
+        }
+        sql.push_str(" ORDER BY 1");
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let args = std::iter::once(first).chain(rest);
+        let rows = stmt.query_map(params_from_iter(args), |r| r.get::<_, i64>(0)).map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+    }
+
+    /// Which of `ids` still exist (a cheap primary-key probe per id).
+    pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
+        let mut stmt = self.conn.prepare_cached("SELECT 1 FROM memories WHERE id = ?1").map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for &id in ids {
+            if stmt.exists([id]).map_err(|e| self.err(e))? {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+}
+
+type RawRow = (i64, String, String, String, Option<String>);
+
+/// Reads the columns `id, kind, content, created_at, tags (newline-joined)`.
+fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+}
+
+fn to_memory((id, kind, content, created_at, tags): RawRow) -> Result<Memory> {
+    let tags = tags.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default();
+    Ok(Memory { id, content, tags, created_at, kind: Kind::parse(&kind)? })
+}

@@ -1,0 +1,45 @@
+//! The database schema and its migrations.
+//!
+//! The schema version lives in SQLite's `user_version`. Opening a database applies every
+//! migration above that version inside one `BEGIN IMMEDIATE` transaction, re-reading the
+//! version once the write lock is held, so several processes opening a fresh data root at the
+//! same moment create the schema exactly once. A database newer than this binary is refused.
+
+use rusqlite::Connection;
+
+/// Each entry upgrades the schema from version `i` to `i + 1`.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // v1: memories with their vectors, tags in their own table, a key/value meta table.
+    r#"
+    CREATE TABLE memories (
+        -- AUTOINCREMENT: ids are never reused after a forget, so "id > last seen" finds
+        -- exactly the rows that arrived since, in every process.
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind        TEXT NOT NULL CHECK (kind IN ('memory', 'lap')),
+        content     TEXT NOT NULL,
+        created_at  TEXT NOT NULL,
+        -- sha256 of (kind, content, sorted tags): exact dedup, enforced by the database.
+        dedup_key   BLOB NOT NULL UNIQUE,
+        -- 384 little-endian f32, L2-normalised.
+        embedding   BLOB NOT NULL
+    );
+    CREATE INDEX memories_by_kind ON memories(kind, id);
+    CREATE TABLE memory_tags (
+        memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+        tag       TEXT NOT NULL,
+        PRIMARY KEY (tag, memory_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_tags_by_memory ON memory_tags(memory_id, tag);
+    CREATE TABLE meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    "#,
+];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub(super) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+}
