@@ -10,7 +10,7 @@
 //! mutex held only for the length of one short database call; embedding happens outside it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use serde::Serialize;
@@ -136,9 +136,12 @@ pub struct IndexStatus {
 
 struct HnswState {
     index: HnswIndex,
-    /// Largest row id inserted into the graph.
-    upto: AtomicI64,
+    /// Largest row id present when the graph was built; newer rows are scanned exactly.
+    built_upto: i64,
 }
+
+/// Rows newer than the graph that trigger a background rebuild (and a tenth of the graph).
+const REBUILD_TAIL: usize = 5_000;
 
 /// The memory engine over one data root.
 pub struct Engine {
@@ -148,7 +151,8 @@ pub struct Engine {
     vectors: RwLock<VectorSet>,
     hnsw: Arc<RwLock<Option<Arc<HnswState>>>>,
     hnsw_building: Arc<AtomicBool>,
-    background_index: bool,
+    /// Memories needed before a background HNSW build starts; `None` = never (one-shot CLI).
+    hnsw_min: Option<usize>,
 }
 
 impl Engine {
@@ -174,14 +178,15 @@ impl Engine {
             vectors: RwLock::new(VectorSet::new()),
             hnsw: Arc::new(RwLock::new(None)),
             hnsw_building: Arc::new(AtomicBool::new(false)),
-            background_index: false,
+            hnsw_min: None,
         })
     }
 
     /// Lets this (long-lived) process build an HNSW graph in a background thread once the
-    /// store holds [`HNSW_MIN`] memories. One-shot processes never do.
-    pub fn with_background_index(mut self) -> Self {
-        self.background_index = true;
+    /// store holds `min_memories` memories ([`HNSW_MIN`] in the product). One-shot processes
+    /// never do: they would pay the build and throw it away.
+    pub fn with_background_index(mut self, min_memories: usize) -> Self {
+        self.hnsw_min = Some(min_memories.max(1));
         self
     }
 
@@ -313,38 +318,25 @@ impl Engine {
         }
     }
 
-    /// The HNSW graph to use for this search, catching it up with new memories first; starts
-    /// a background build when the store is large enough and this process allows it.
+    /// The HNSW graph to use for this search, if this process keeps one; starts a background
+    /// (re)build when the store is large enough or the exactly-scanned tail has grown.
     fn hnsw_for(&self, set: &VectorSet, wanted: bool) -> Option<Arc<HnswState>> {
-        if !wanted || !self.background_index {
-            return None;
-        }
+        let min = match self.hnsw_min {
+            Some(min) if wanted => min,
+            _ => return None,
+        };
         let state = self.hnsw.read().unwrap_or_else(|p| p.into_inner()).clone();
-        match state {
-            Some(state) => {
-                let upto = state.upto.load(Ordering::Acquire);
-                if set.last_id() > upto {
-                    let start = set.position(upto).map_or(0, |p| p + 1);
-                    for pos in start..set.len() {
-                        let (id, kind, v) = set.get(pos);
-                        if kind == Kind::Memory && id > upto {
-                            state.index.insert(id, v);
-                        }
-                    }
-                    state.upto.fetch_max(set.last_id(), Ordering::AcqRel);
-                }
-                Some(state)
+        let needs_build = match &state {
+            Some(st) => {
+                let tail = set.len() - tail_start(set, st.built_upto);
+                tail >= REBUILD_TAIL.max(st.index.len() / 10)
             }
-            None => {
-                if set.len() >= HNSW_MIN
-                    && set.count_kind(Kind::Memory) >= HNSW_MIN
-                    && !self.hnsw_building.swap(true, Ordering::AcqRel)
-                {
-                    self.spawn_build(set);
-                }
-                None
-            }
+            None => set.len() >= min && set.count_kind(Kind::Memory) >= min,
+        };
+        if needs_build && !self.hnsw_building.swap(true, Ordering::AcqRel) {
+            self.spawn_build(set);
         }
+        state
     }
 
     fn spawn_build(&self, set: &VectorSet) {
@@ -364,8 +356,7 @@ impl Engine {
             let items: Vec<(i64, &[f32])> = ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
             let index = HnswIndex::build(&items);
             tracing::info!(vectors = index.len(), "HNSW index built");
-            *slot.write().unwrap_or_else(|p| p.into_inner()) =
-                Some(Arc::new(HnswState { index, upto: AtomicI64::new(upto) }));
+            *slot.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(HnswState { index, built_upto: upto }));
             building.store(false, Ordering::Release);
         });
         if let Err(e) = spawned {
@@ -418,7 +409,7 @@ impl Engine {
             model_loaded: self.embedder.is_loaded(),
             index: IndexStatus {
                 mode: if hnsw.is_some() { "hnsw" } else { "exact" },
-                hnsw_min_memories: HNSW_MIN,
+                hnsw_min_memories: self.hnsw_min.unwrap_or(HNSW_MIN),
                 hnsw_vectors: hnsw.map_or(0, |h| h.index.len()),
                 hnsw_building: self.hnsw_building.load(Ordering::Acquire),
             },
@@ -426,18 +417,22 @@ impl Engine {
     }
 }
 
-/// Rescores HNSW candidates exactly and applies the filter.
+/// The position of the first row newer than `upto`.
+fn tail_start(set: &VectorSet, upto: i64) -> usize {
+    match set.position(upto) {
+        Some(p) => p + 1,
+        None => (0..set.len()).find(|&p| set.get(p).0 > upto).unwrap_or(set.len()),
+    }
+}
+
+/// HNSW candidates plus every row newer than the graph, all rescored exactly.
 fn rescore(set: &VectorSet, h: &HnswState, qv: &[f32], want: usize, filter: &Filter<'_>) -> Vec<Scored> {
     let k = want * 2 + 10;
-    let hits = h
-        .index
-        .candidates(qv, k, HNSW_EF.max(k))
-        .into_iter()
-        .filter(|id| !set.is_removed(*id))
-        .filter_map(|id| set.position(id).map(|p| set.get(p)))
-        .filter(|(_, kind, _)| *kind == Kind::Memory || filter.include_laps)
-        .map(|(id, _, v)| Scored { id, score: crate::spaces::cosine(qv, v) })
-        .filter(|s| s.score >= filter.min_score)
+    let graph = h.index.candidates(qv, k, HNSW_EF.max(k)).into_iter().filter_map(|id| set.position(id));
+    let tail = tail_start(set, h.built_upto)..set.len();
+    let hits = graph
+        .chain(tail)
+        .filter_map(|p| exact::score_at(set, p, qv, filter))
         .collect();
     exact::truncate_best(hits, want)
 }
@@ -457,4 +452,93 @@ fn to_hits(candidates: &[Scored], rows: Vec<Memory>) -> Vec<Hit> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::testing::HashEmbedder;
+
+    fn engine(dir: &Path) -> Engine {
+        let root = DataRoot { dir: dir.join("data"), explicit: true };
+        Engine::open(&root, Arc::new(HashEmbedder)).unwrap()
+    }
+
+    fn top_ids(e: &Engine, q: &str, k: usize) -> Vec<i64> {
+        let mut rq = RecallQuery::new(q);
+        rq.limit = k;
+        e.recall(&rq).unwrap().hits.iter().map(|h| h.id).collect()
+    }
+
+    #[test]
+    fn background_hnsw_agrees_with_exact_and_keeps_up() {
+        let tmp = tempfile::tempdir().unwrap();
+        let exact = engine(tmp.path());
+        let items: Vec<(String, Vec<String>)> =
+            (0..400).map(|i| (format!("note {i} about topic {} and {}", i % 23, i % 7), vec![])).collect();
+        let refs: Vec<(&str, &[String])> = items.iter().map(|(c, t)| (c.as_str(), t.as_slice())).collect();
+        exact.remember_batch(&refs).unwrap();
+
+        let fast = engine(tmp.path()).with_background_index(300);
+        assert_eq!(fast.status().unwrap().index.mode, "exact");
+        let _ = top_ids(&fast, "topic 5", 5); // triggers the build
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while fast.status().unwrap().index.mode != "hnsw" {
+            assert!(std::time::Instant::now() < deadline, "HNSW build did not finish");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(fast.status().unwrap().index.hnsw_vectors, 400);
+        // The top hit of an exact scan is found through the graph, with the same exact score.
+        for q in ["note 17 about topic 17 and 3", "topic 9 and 2", "note 250"] {
+            let a = top_ids(&exact, q, 1);
+            let b = top_ids(&fast, q, 1);
+            assert_eq!(a, b, "query {q:?}");
+        }
+        // A memory written after the build is found on the next recall (exact tail scan).
+        let new = exact.remember("a completely new sentence about zebras", &[]).unwrap();
+        assert_eq!(top_ids(&fast, "completely new sentence about zebras", 1), vec![new.id]);
+        assert_eq!(fast.status().unwrap().index.hnsw_vectors, 400);
+        // A memory forgotten elsewhere disappears from graph results.
+        exact.forget(&[new.id]).unwrap();
+        assert!(!top_ids(&fast, "completely new sentence about zebras", 5).contains(&new.id));
+    }
+
+    #[test]
+    fn laps_are_hidden_unless_asked_for() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        e.remember("gate passed for the build", &[]).unwrap();
+        let tags = vec!["loop".to_string(), "loop:ci".to_string()];
+        e.insert_rows(Kind::Lap, &[("lap 1 gate passed for the build", tags)]).unwrap();
+        assert_eq!(top_ids(&e, "gate passed build", 10).len(), 1);
+        let mut q = RecallQuery::new("gate passed build");
+        q.tags = vec!["loop:ci".into()];
+        let hits = e.recall(&q).unwrap().hits;
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].kind, Kind::Lap);
+        q.tags.clear();
+        q.include_laps = true;
+        assert_eq!(e.recall(&q).unwrap().hits.len(), 2);
+    }
+
+    #[test]
+    fn a_data_root_written_by_one_model_refuses_another() {
+        struct Other;
+        impl Embedder for Other {
+            fn embed(&self, t: &[&str]) -> Result<Vec<Vec<f32>>> {
+                HashEmbedder.embed(t)
+            }
+            fn count_tokens(&self, t: &str) -> Result<usize> {
+                HashEmbedder.count_tokens(t)
+            }
+            fn model_name(&self) -> &str {
+                "other-model"
+            }
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        engine(tmp.path()).remember("x", &[]).unwrap();
+        let root = DataRoot { dir: tmp.path().join("data"), explicit: true };
+        let err = Engine::open(&root, Arc::new(Other)).err().expect("must refuse");
+        assert!(err.to_string().contains("other-model"), "{err}");
+    }
 }

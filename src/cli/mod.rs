@@ -65,7 +65,7 @@ enum Command {
         #[arg(long = "tag", short = 't', value_name = "TAG")]
         tags: Vec<String>,
         /// Only hits scoring at least this (in [-1, 1]).
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long, allow_hyphen_values = true)]
         min_score: Option<f64>,
         /// Include loop ledger laps (they are included anyway when a loop:* tag is given).
         #[arg(long)]

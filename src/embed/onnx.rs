@@ -64,13 +64,7 @@ fn read(files: &ModelFiles, name: &str) -> std::result::Result<Vec<u8>, String> 
 
 fn load_model(files: &ModelFiles) -> std::result::Result<Mutex<TextEmbedding>, String> {
     files.check().map_err(|e| e.to_string())?;
-    let env = ort::init_from(&files.ort_lib)
-        .map_err(|e| {
-            format!("cannot load ONNX Runtime from {}: {e}; run scripts/setup.sh", files.ort_lib.display())
-        })?
-        .with_name("slm")
-        .build()
-        .map_err(|e| format!("cannot start ONNX Runtime: {e}"))?;
+    let env = runtime(files)?;
     let tokenizer_files = TokenizerFiles {
         tokenizer_file: read(files, "tokenizer.json")?,
         config_file: read(files, "config.json")?,
@@ -84,6 +78,21 @@ fn load_model(files: &ModelFiles) -> std::result::Result<Mutex<TextEmbedding>, S
         format!("cannot load the model from {}: {e}; run scripts/setup.sh", files.model_dir.display())
     })?;
     Ok(Mutex::new(embedding))
+}
+
+/// ONNX Runtime allows one environment per process, so every embedder shares the first one.
+fn runtime(files: &ModelFiles) -> std::result::Result<ort::environment::Environment, String> {
+    static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        ort::init_from(&files.ort_lib)
+            .map_err(|e| {
+                format!("cannot load ONNX Runtime from {}: {e}; run scripts/setup.sh", files.ort_lib.display())
+            })?
+            .with_name("slm")
+            .build()
+            .map_err(|e| format!("cannot start ONNX Runtime: {e}"))
+    })
+    .clone()
 }
 
 fn load_counter(files: &ModelFiles) -> std::result::Result<tokenizers::Tokenizer, String> {

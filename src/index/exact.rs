@@ -38,7 +38,8 @@ pub fn truncate_best(mut v: Vec<Scored>, k: usize) -> Vec<Scored> {
     v
 }
 
-fn score_at(set: &VectorSet, pos: usize, q: &[f32], f: &Filter<'_>) -> Option<Scored> {
+/// Scores the row at `pos` if the filter admits it.
+pub fn score_at(set: &VectorSet, pos: usize, q: &[f32], f: &Filter<'_>) -> Option<Scored> {
     let (id, kind, v) = set.get(pos);
     if (kind == Kind::Lap && !f.include_laps) || set.is_removed(id) {
         return None;

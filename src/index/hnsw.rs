@@ -4,10 +4,24 @@
 //! or thresholding it. Building one at 100k vectors takes minutes on 2 cores, so it is only
 //! ever built by a long-lived process in a background thread (see
 //! [`crate::engine::Engine::start_background_index`]); until it is ready, and in every
-//! one-shot CLI call, recall uses the exact scan. Inserting one vector into a built graph is
-//! cheap, so a ready index keeps up with new memories incrementally.
+//! one-shot CLI call, recall uses the exact scan. Rows that arrive after a build are not
+//! inserted into the graph: an outlier inserted late can end up with no inbound links and be
+//! unreachable (seen in tests here). The engine scans that tail exactly instead, and rebuilds
+//! in the background once the tail grows large.
 
-use hnsw_rs::prelude::{DistDot, Hnsw};
+use hnsw_rs::anndists::dist::Distance;
+use hnsw_rs::prelude::Hnsw;
+
+/// Cosine distance (1 - cos, clamped at 0) computed by simsimd. `hnsw_rs`'s own `DistDot`
+/// and `DistCosine` assert on rounding edge cases; a background thread must never panic.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SimdCosine;
+
+impl Distance<f32> for SimdCosine {
+    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
+        (1.0 - crate::spaces::cosine(a, b)).max(0.0)
+    }
+}
 
 /// Neighbours per node (the graph's M).
 pub const M: usize = 16;
@@ -18,13 +32,13 @@ const MAX_LAYER: usize = 16;
 
 /// An HNSW graph whose data ids are row ids.
 pub struct HnswIndex {
-    graph: Hnsw<'static, f32, DistDot>,
+    graph: Hnsw<'static, f32, SimdCosine>,
 }
 
 impl HnswIndex {
     /// An empty graph sized for about `capacity` vectors.
     pub fn new(capacity: usize) -> Self {
-        let graph = Hnsw::new(M, capacity.max(1024), MAX_LAYER, EF_CONSTRUCTION, DistDot {});
+        let graph = Hnsw::new(M, capacity.max(1024), MAX_LAYER, EF_CONSTRUCTION, SimdCosine);
         HnswIndex { graph }
     }
 
@@ -36,7 +50,7 @@ impl HnswIndex {
         index
     }
 
-    /// Adds one vector (L2-normalised: the graph uses dot-product distance).
+    /// Adds one vector.
     pub fn insert(&self, id: i64, v: &[f32]) {
         self.graph.insert_slice((v, id as usize));
     }

@@ -1,0 +1,82 @@
+//! Helpers shared by the integration tests: a temporary data root and a way to run `slm`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The `slm` binary cargo built for these tests.
+pub fn slm_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_slm"))
+}
+
+/// A temporary data root, deleted on drop.
+pub struct Root {
+    pub tmp: tempfile::TempDir,
+}
+
+impl Root {
+    pub fn new() -> Root {
+        Root { tmp: tempfile::tempdir().expect("tempdir") }
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.tmp.path().join("data")
+    }
+
+    /// A `slm` command with `--data-dir` set to this root.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(slm_bin());
+        c.arg("--data-dir").arg(self.dir()).args(args);
+        c.env_remove("SLM_DATA_DIR");
+        c
+    }
+
+    /// Runs `slm ARGS` and returns its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("spawn slm")
+    }
+
+    /// Runs `slm ARGS --json`, asserts success and parses stdout.
+    pub fn json(&self, args: &[&str]) -> Value {
+        let mut a = args.to_vec();
+        a.push("--json");
+        let out = self.run(&a);
+        assert!(out.status.success(), "slm {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("slm {args:?} printed invalid JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        })
+    }
+
+    /// Remembers `content` with tags and returns its id.
+    pub fn remember(&self, content: &str, tags: &[&str]) -> i64 {
+        let mut args = vec!["remember", content];
+        for t in tags {
+            args.push("--tag");
+            args.push(t);
+        }
+        self.json(&args)["id"].as_i64().expect("id")
+    }
+
+    /// The number of memories stored (`status`).
+    pub fn count(&self) -> u64 {
+        self.json(&["status"])["memories"].as_u64().expect("memories")
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.dir().join("slm.db")
+    }
+}
+
+/// Stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts an exit code and returns stderr.
+pub fn expect_exit(o: &Output, code: i32, what: &str) -> String {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "{what}: wrong exit code; stderr: {err}");
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{what}: panic: {err}");
+    err
+}

@@ -1,0 +1,10 @@
+//! Integration tests, compiled as one binary so linking stays fast on 2 cores.
+//!
+//! They run the real `slm` binary as a subprocess against a real SQLite file in a temporary
+//! data root, with the real model installed by `scripts/setup.sh`.
+
+mod common;
+mod concurrency;
+mod errors;
+mod import;
+mod memory_cli;
