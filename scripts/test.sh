@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): installs what a fresh machine needs, then
+# lint, a short benchmark run, and the whole test suite against the real model and binary.
+#
+#   scripts/test.sh            everything
+#   SLM_SKIP_BENCH=1 ...       skip the short benchmark run
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+bash scripts/setup.sh --no-build
+
+echo "== clippy"
+cargo clippy --release --all-targets --locked -- -D warnings
+
+if [ -z "${SLM_BENCH_SKIP:-${SLM_SKIP_BENCH:-}}" ]; then
+  echo "== benchmarks (short run)"
+  SLM_BENCH_HNSW_N="${SLM_BENCH_HNSW_N:-20000}" \
+    cargo bench --locked --bench recall -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
+    | grep -E '^[a-z_0-9]+/|time:|thrpt:|^hnsw:|^process:|^embed:|skipped' || true
+  # grep hides criterion's chatter; a failing bench still fails the run:
+  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "benchmarks failed" >&2; exit 1; }
+fi
+
+echo "== tests"
+log="$(mktemp)"
+set +e
+cargo test --release --locked 2>&1 | tee "$log"
+status="${PIPESTATUS[0]}"
+set -e
+passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
+rm -f "$log"
+echo
+echo "tests: ${passed} passed, ${failed} failed"
+exit "$status"
