@@ -30,6 +30,8 @@ const SCAN_SIZES: [usize; 2] = [10_000, 100_000];
 const HNSW_N: usize = 100_000;
 /// Cluster centres in the synthetic data.
 const CLUSTERS: usize = 2_000;
+/// Seed of the cluster centres, shared by data and queries.
+const CENTRE_SEED: u64 = 7;
 /// Noise around a centre (per dimension, before normalising).
 const NOISE: f32 = 0.6;
 /// Queries used to measure recall@10.
@@ -45,10 +47,13 @@ fn normalize(mut v: Vec<f32>) -> Vec<f32> {
     v
 }
 
+/// `n` unit vectors around the shared centres; different seeds give different samples of the
+/// same distribution, so queries look like the data they search.
 fn synthetic(n: usize, seed: u64) -> Vec<Vec<f32>> {
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut crng = StdRng::seed_from_u64(CENTRE_SEED);
     let centres: Vec<Vec<f32>> =
-        (0..CLUSTERS).map(|_| normalize((0..DIM).map(|_| rng.random_range(-1.0..1.0)).collect())).collect();
+        (0..CLUSTERS).map(|_| normalize((0..DIM).map(|_| crng.random_range(-1.0..1.0)).collect())).collect();
+    let mut rng = StdRng::seed_from_u64(seed);
     (0..n)
         .map(|_| {
             let c = &centres[rng.random_range(0..CLUSTERS)];

@@ -365,6 +365,16 @@ impl Engine {
         }
     }
 
+    /// Read access to the in-memory vectors (call [`Engine::refresh`] first to catch up).
+    pub fn vectors(&self) -> std::sync::RwLockReadGuard<'_, VectorSet> {
+        self.vectors.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that a row was forgotten, so scans skip it.
+    pub fn tombstone(&self, id: i64) {
+        self.vectors.write().unwrap_or_else(|p| p.into_inner()).tombstone(id);
+    }
+
     /// Memories newest first (`limit` ≤ 1000), optionally filtered by tags, kind and paging.
     pub fn list(&self, tags: &[String], kind: Option<Kind>, limit: usize, before: Option<i64>) -> Result<Vec<Memory>> {
         memory::validate_limit("limit", limit, MAX_LIMIT)?;

@@ -24,6 +24,7 @@ pub mod engine;
 mod error;
 pub mod import;
 pub mod index;
+pub mod loops;
 pub mod memory;
 pub mod spaces;
 pub mod storage;

@@ -5,6 +5,7 @@
 //! MCP tools. Exit codes: 0 ok, 1 operational failure or not found, 2 invalid input (clap's
 //! own usage errors also exit 2).
 
+mod loops;
 mod output;
 
 use std::io::IsTerminal;
@@ -94,6 +95,9 @@ enum Command {
     },
     /// Show the data root, counts, model and index state.
     Status,
+    /// Bounded loops: wait for a gate to pass, under hard bounds, with a durable ledger.
+    #[command(subcommand)]
+    Loop(loops::LoopCommand),
     /// Bulk-remember a JSON Lines file of {"content": "...", "tags": [...]} objects.
     Import {
         /// The .jsonl file ("-" for standard input).
@@ -191,6 +195,11 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             out.status(&status, files.files().map(|f| (f.model_dir.clone(), f.ort_lib.clone())));
         }
         Command::Import { file } => return import(g, &out, &file),
+        Command::Loop(cmd) => {
+            // Reject bad loop input before touching the data root: nothing is written.
+            cmd.precheck()?;
+            return loops::dispatch(&open(g)?, cmd, g.json);
+        }
     }
     Ok(0)
 }

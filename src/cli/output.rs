@@ -28,7 +28,7 @@ fn cell(s: &str, max: usize) -> String {
 }
 
 /// Prints rows as a left-aligned table with a header.
-fn table(header: &[&str], rows: &[Vec<String>]) {
+pub fn table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -50,7 +50,7 @@ fn table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-fn short_time(ts: &str) -> String {
+pub fn short_time(ts: &str) -> String {
     // 2026-11-30T09:13:05.123456Z → 2026-11-30 09:13:05
     ts.get(..19).map(|s| s.replace('T', " ")).unwrap_or_else(|| ts.to_string())
 }

@@ -50,6 +50,11 @@ pub fn score_at(set: &VectorSet, pos: usize, q: &[f32], f: &Filter<'_>) -> Optio
 
 /// The best `k` rows of `set` for query `q` under `filter`, scored exactly.
 pub fn top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>) -> Vec<Scored> {
+    top_k_from(set, q, k, filter, 0)
+}
+
+/// [`top_k`] over the rows at positions `start..` only (rows newer than some point).
+pub fn top_k_from(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>, start: usize) -> Vec<Scored> {
     let hits: Vec<Scored> = match filter.only_ids {
         Some(ids) => {
             let positions: Vec<usize> = ids.iter().filter_map(|id| set.position(*id)).collect();
@@ -59,9 +64,9 @@ pub fn top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>) -> Vec<S
                 positions.iter().filter_map(|&p| score_at(set, p, q, filter)).collect()
             }
         }
-        None if set.len() >= PARALLEL_MIN => {
+        None if set.len().saturating_sub(start) >= PARALLEL_MIN => {
             // Each thread keeps its own best k, so the merge is small.
-            (0..set.len())
+            (start..set.len())
                 .into_par_iter()
                 .fold(Vec::new, |mut acc, p| {
                     if let Some(s) = score_at(set, p, q, filter) {
@@ -77,7 +82,7 @@ pub fn top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>) -> Vec<S
                     truncate_best(a, k)
                 })
         }
-        None => (0..set.len()).filter_map(|p| score_at(set, p, q, filter)).collect(),
+        None => (start..set.len()).filter_map(|p| score_at(set, p, q, filter)).collect(),
     };
     truncate_best(hits, k)
 }

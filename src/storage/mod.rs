@@ -7,7 +7,10 @@
 //! read paths never write. The store knows nothing of embeddings beyond storing bytes: the
 //! engine ([`crate::engine`]) decides what to embed and the index ([`crate::index`]) scores.
 
+mod ledger;
 mod schema;
+
+pub use ledger::{LapRow, RunRow};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

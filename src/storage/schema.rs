@@ -35,6 +35,37 @@ pub(super) const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     );
     "#,
+    // v2: the loop ledger's structured records (laps are also `kind = 'lap'` memories).
+    r#"
+    CREATE TABLE loop_runs (
+        run_id      TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        params      TEXT NOT NULL,              -- JSON: applied limits and gate settings
+        status      TEXT NOT NULL,              -- running, or the terminal status
+        reason      TEXT,
+        laps        INTEGER NOT NULL DEFAULT 0,
+        started_at  TEXT NOT NULL,
+        ended_at    TEXT,
+        pid         INTEGER NOT NULL,           -- with proc_start: tells a dead run from a live one
+        proc_start  INTEGER NOT NULL,
+        cancel_requested INTEGER NOT NULL DEFAULT 0,
+        result      TEXT                        -- the final result JSON
+    );
+    -- rowid order is start order: history is an index range scan, newest first.
+    CREATE INDEX loop_runs_by_name ON loop_runs(name);
+    CREATE TABLE loop_laps (
+        run_id    TEXT NOT NULL,
+        lap       INTEGER NOT NULL,
+        ts        TEXT NOT NULL,
+        decision  TEXT NOT NULL,
+        passed    INTEGER NOT NULL,
+        detail    TEXT NOT NULL,
+        score     REAL,
+        budget    TEXT NOT NULL,                -- JSON
+        memory_id INTEGER,                      -- the lap's `kind = 'lap'` memory
+        PRIMARY KEY (run_id, lap)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this binary writes.

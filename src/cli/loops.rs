@@ -1,0 +1,222 @@
+//! `slm loop ...`: the bounded-loop commands. Thin: parse, call [`slm::loops`], print.
+//!
+//! Exit codes for commands that run a loop: 0 converged, 3 ended on a bound, 130 cancelled
+//! (Ctrl-C here, or `slm loop cancel` from elsewhere).
+
+use std::sync::Arc;
+
+use clap::Subcommand;
+use serde_json::json;
+
+use slm::engine::Engine;
+use slm::loops::{self, Cancel, LapEvent, LoopParams, RunResult, Status};
+
+/// Exit code when a run ended on a bound.
+pub const EXIT_BOUND: i32 = 3;
+/// Exit code when a run was cancelled.
+pub const EXIT_CANCELLED: i32 = 130;
+
+#[derive(Subcommand, Debug)]
+pub enum LoopCommand {
+    /// Keyless convergence demo: a stub gate fails laps 1-2 and passes lap 3.
+    Demo {
+        /// Lap limit (2 shows a max_iterations stop).
+        #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
+        iterations: i64,
+    },
+    /// Block until a memory matching the gate query scores >= the threshold, under bounds.
+    Run {
+        /// Loop name: 1-128 characters of [A-Za-z0-9._:-].
+        #[arg(long)]
+        name: String,
+        /// What the awaited memory says (1-2000 characters); embedded once.
+        #[arg(long)]
+        gate_query: String,
+        /// Pass when the best exact cosine is >= this, in [-1, 1].
+        #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+        gate_min_score: f64,
+        /// At most this many laps (>= 1; above 200 is clamped).
+        #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
+        max_iterations: i64,
+        /// At most this many seconds (> 0; above 120 is clamped).
+        #[arg(long, default_value_t = 15.0, allow_hyphen_values = true)]
+        max_wallclock_s: f64,
+        /// Seconds between laps (> 0; clamped to [0.25, max_wallclock_s]).
+        #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
+        poll_interval_s: f64,
+        /// Stop once this many tokens are used (0 = unlimited).
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        max_tokens: i64,
+        /// Stop when the gate observation is unchanged for this many laps (0 = off).
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        no_progress_window: i64,
+        /// Only memories carrying every one of these tags are eligible.
+        #[arg(long = "gate-tag", value_name = "TAG")]
+        gate_tags: Vec<String>,
+    },
+    /// Runs newest first, of one loop or of all.
+    History {
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// A run's laps.
+    Show {
+        run_id: String,
+        #[arg(long, default_value_t = 200)]
+        limit: usize,
+    },
+    /// Ask a running loop (in any process) to stop.
+    Cancel { run_id: String },
+}
+
+impl LoopCommand {
+    /// Validates what can be validated without a data root.
+    pub fn precheck(&self) -> slm::Result<()> {
+        match self {
+            LoopCommand::Run { .. } => self.params().map(|p| p.check().map(|_| ())).unwrap_or(Ok(())),
+            LoopCommand::Demo { iterations } => {
+                loops::params::bounds(loops::DEMO_NAME, 1.0, *iterations, 10.0, 0.25, 0, 0).map(|_| ())
+            }
+            LoopCommand::History { name: Some(n), .. } => loops::params::validate_name(n),
+            _ => Ok(()),
+        }
+    }
+
+    fn params(&self) -> Option<LoopParams> {
+        match self {
+            LoopCommand::Run {
+                name,
+                gate_query,
+                gate_min_score,
+                max_iterations,
+                max_wallclock_s,
+                poll_interval_s,
+                max_tokens,
+                no_progress_window,
+                gate_tags,
+            } => Some(LoopParams {
+                name: name.clone(),
+                gate_query: gate_query.clone(),
+                gate_min_score: *gate_min_score,
+                max_iterations: *max_iterations,
+                max_wallclock_s: *max_wallclock_s,
+                poll_interval_s: *poll_interval_s,
+                max_tokens: *max_tokens,
+                no_progress_window: *no_progress_window,
+                gate_tags: gate_tags.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A cancel flag raised by Ctrl-C.
+fn ctrl_c() -> Arc<Cancel> {
+    let cancel = Arc::new(Cancel::default());
+    let c = Arc::clone(&cancel);
+    // If a handler cannot be installed, Ctrl-C simply kills the process (the run then shows
+    // as interrupted): not worth failing the command for.
+    let _ = ctrlc::set_handler(move || c.request());
+    cancel
+}
+
+pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Result<i32> {
+    match cmd {
+        LoopCommand::Demo { iterations } => {
+            let cancel = ctrl_c();
+            let r = loops::demo(engine, iterations, &cancel, &mut |e| print_lap(e, json_out))?;
+            Ok(finish(&r, json_out))
+        }
+        cmd @ LoopCommand::Run { .. } => {
+            let Some(params) = cmd.params() else { return Ok(0) };
+            let cancel = ctrl_c();
+            let r = loops::run_memory_loop(engine, &params, &cancel, &mut |e| print_lap(e, json_out))?;
+            Ok(finish(&r, json_out))
+        }
+        LoopCommand::History { name, limit } => {
+            let h = loops::history(engine, name.as_deref(), limit)?;
+            if json_out {
+                println!("{}", json!(h));
+            } else if h.runs.is_empty() {
+                println!("no runs");
+            } else {
+                let rows: Vec<Vec<String>> = h
+                    .runs
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.run_id.clone(),
+                            r.final_status.clone(),
+                            r.laps.to_string(),
+                            super::output::short_time(&r.ts),
+                            r.reason.clone().unwrap_or_default(),
+                        ]
+                    })
+                    .collect();
+                super::output::table(&["RUN", "STATUS", "LAPS", "STARTED", "REASON"], &rows);
+            }
+            Ok(0)
+        }
+        LoopCommand::Show { run_id, limit } => {
+            let s = loops::show(engine, &run_id, limit)?;
+            if json_out {
+                println!("{}", json!(s));
+            } else {
+                println!("run {} (loop {}): {}", s.run_id, s.name, s.status);
+                let rows: Vec<Vec<String>> = s
+                    .laps
+                    .iter()
+                    .map(|l| {
+                        vec![
+                            l.lap.to_string(),
+                            l.decision.clone(),
+                            if l.passed { "yes" } else { "no" }.to_string(),
+                            l.score.map_or("-".into(), |s| format!("{s:.3}")),
+                            l.detail.clone(),
+                        ]
+                    })
+                    .collect();
+                super::output::table(&["LAP", "DECISION", "PASSED", "SCORE", "DETAIL"], &rows);
+            }
+            Ok(0)
+        }
+        LoopCommand::Cancel { run_id } => {
+            let c = loops::cancel(engine, &run_id)?;
+            if json_out {
+                println!("{}", json!(c));
+            } else if c.requested {
+                println!("asked run {} to stop", c.run_id);
+            } else {
+                println!("run {} is not running ({})", c.run_id, c.status);
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn print_lap(e: &LapEvent, json_out: bool) {
+    if !json_out {
+        println!("lap {:>3}  {:<14}  {}", e.lap, e.decision, e.detail);
+    }
+}
+
+fn finish(r: &RunResult, json_out: bool) -> i32 {
+    if json_out {
+        println!("{}", json!(r));
+    } else {
+        println!("{}: {} ({} laps, run {})", r.status.as_str(), r.reason, r.laps, r.run_id);
+        if let Some(m) = &r.matched {
+            println!("match #{} ({:.3}): {}", m.id, m.score, m.content);
+        }
+        if r.termination.ledger_errors > 0 {
+            eprintln!("slm: warning: {} ledger writes failed", r.termination.ledger_errors);
+        }
+    }
+    match r.status {
+        Status::Converged => 0,
+        Status::Cancelled => EXIT_CANCELLED,
+        _ => EXIT_BOUND,
+    }
+}

@@ -1,0 +1,234 @@
+//! Loop parameters: defaults, validation and clamping (SPEC §2).
+//!
+//! A value with no clamp that breaks its rule is invalid input (nothing is written); a value
+//! past a clamp is replaced and the replacement is reported in `termination.clamped`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::memory;
+use crate::{Error, Result};
+
+/// Hard ceiling on laps.
+pub const MAX_ITERATIONS_CAP: i64 = 200;
+/// Hard ceiling on wall-clock seconds.
+pub const MAX_WALLCLOCK_CAP: f64 = 120.0;
+/// Shortest poll interval, in seconds.
+pub const POLL_FLOOR: f64 = 0.25;
+/// Longest gate query, in characters.
+pub const MAX_QUERY_CHARS: usize = 2000;
+
+/// What the caller asks for (the MCP tool's arguments; the CLI's flags).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoopParams {
+    pub name: String,
+    pub gate_query: String,
+    #[serde(default)]
+    pub gate_min_score: f64,
+    #[serde(default = "d_iterations")]
+    pub max_iterations: i64,
+    #[serde(default = "d_wallclock")]
+    pub max_wallclock_s: f64,
+    #[serde(default = "d_poll")]
+    pub poll_interval_s: f64,
+    #[serde(default)]
+    pub max_tokens: i64,
+    #[serde(default)]
+    pub no_progress_window: i64,
+    #[serde(default)]
+    pub gate_tags: Vec<String>,
+}
+
+fn d_iterations() -> i64 {
+    20
+}
+fn d_wallclock() -> f64 {
+    15.0
+}
+fn d_poll() -> f64 {
+    1.0
+}
+
+impl LoopParams {
+    /// Parameters with the SPEC's defaults.
+    pub fn new(name: impl Into<String>, gate_query: impl Into<String>) -> Self {
+        LoopParams {
+            name: name.into(),
+            gate_query: gate_query.into(),
+            gate_min_score: 0.0,
+            max_iterations: d_iterations(),
+            max_wallclock_s: d_wallclock(),
+            poll_interval_s: d_poll(),
+            max_tokens: 0,
+            no_progress_window: 0,
+            gate_tags: Vec::new(),
+        }
+    }
+}
+
+/// The bounds a run actually uses, after clamping.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Limits {
+    pub max_iterations: i64,
+    pub max_wallclock_s: f64,
+    pub poll_interval_s: f64,
+    /// 0 = unlimited.
+    pub max_tokens: i64,
+    /// 0 = disabled.
+    pub no_progress_window: i64,
+    pub gate_min_score: f64,
+}
+
+/// One clamp that was applied.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Clamp {
+    pub field: &'static str,
+    pub requested: serde_json::Value,
+    pub applied: serde_json::Value,
+}
+
+/// Checks a loop name: 1–128 characters of `[A-Za-z0-9._:-]`.
+pub fn validate_name(name: &str) -> Result<()> {
+    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+    if name.is_empty() || name.len() > 128 || !ok_chars {
+        return Err(Error::invalid("name", name, "must be 1-128 characters of [A-Za-z0-9._:-]"));
+    }
+    Ok(())
+}
+
+/// Validates the bounds shared by every kind of gate and applies their clamps.
+pub fn bounds(
+    name: &str,
+    gate_min_score: f64,
+    max_iterations: i64,
+    max_wallclock_s: f64,
+    poll_interval_s: f64,
+    max_tokens: i64,
+    no_progress_window: i64,
+) -> Result<(Limits, Vec<Clamp>)> {
+    validate_name(name)?;
+    memory::validate_score("gate_min_score", gate_min_score)?;
+    if max_iterations < 1 {
+        return Err(Error::invalid("max_iterations", max_iterations, "must be an integer >= 1"));
+    }
+    if !max_wallclock_s.is_finite() || max_wallclock_s <= 0.0 {
+        return Err(Error::invalid("max_wallclock_s", max_wallclock_s, "must be a finite number > 0"));
+    }
+    if !poll_interval_s.is_finite() || poll_interval_s <= 0.0 {
+        return Err(Error::invalid("poll_interval_s", poll_interval_s, "must be a finite number > 0"));
+    }
+    if max_tokens < 0 {
+        return Err(Error::invalid("max_tokens", max_tokens, "must be an integer >= 0 (0 = unlimited)"));
+    }
+    if no_progress_window < 0 {
+        return Err(Error::invalid("no_progress_window", no_progress_window, "must be an integer >= 0 (0 = disabled)"));
+    }
+    let mut clamped = Vec::new();
+    let mut clamp = |field: &'static str, requested: serde_json::Value, applied: serde_json::Value| {
+        clamped.push(Clamp { field, requested, applied });
+    };
+    let iterations = if max_iterations > MAX_ITERATIONS_CAP {
+        clamp("max_iterations", max_iterations.into(), MAX_ITERATIONS_CAP.into());
+        MAX_ITERATIONS_CAP
+    } else {
+        max_iterations
+    };
+    let wallclock = if max_wallclock_s > MAX_WALLCLOCK_CAP {
+        clamp("max_wallclock_s", max_wallclock_s.into(), MAX_WALLCLOCK_CAP.into());
+        MAX_WALLCLOCK_CAP
+    } else {
+        max_wallclock_s
+    };
+    let mut poll = poll_interval_s;
+    if poll < POLL_FLOOR {
+        poll = POLL_FLOOR;
+    }
+    if poll > wallclock {
+        poll = wallclock;
+    }
+    if poll != poll_interval_s {
+        clamp("poll_interval_s", poll_interval_s.into(), poll.into());
+    }
+    let limits = Limits {
+        max_iterations: iterations,
+        max_wallclock_s: wallclock,
+        poll_interval_s: poll,
+        max_tokens,
+        no_progress_window,
+        gate_min_score,
+    };
+    Ok((limits, clamped))
+}
+
+impl LoopParams {
+    /// Validates everything and applies clamps; also returns the normalised gate tags.
+    pub fn check(&self) -> Result<(Limits, Vec<Clamp>, Vec<String>)> {
+        let (limits, clamped) = bounds(
+            &self.name,
+            self.gate_min_score,
+            self.max_iterations,
+            self.max_wallclock_s,
+            self.poll_interval_s,
+            self.max_tokens,
+            self.no_progress_window,
+        )?;
+        let n = self.gate_query.chars().count();
+        if n == 0 || n > MAX_QUERY_CHARS {
+            return Err(Error::invalid("gate_query", &self.gate_query, format!("must be 1-2000 characters; it has {n}")));
+        }
+        let tags = memory::normalize_tags(&self.gate_tags).map_err(|e| match e {
+            Error::InvalidInput { value, rule, .. } => Error::InvalidInput { field: "gate_tags", value, rule },
+            other => other,
+        })?;
+        Ok((limits, clamped, tags))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_clamps() {
+        let p = LoopParams::new("ci", "build green");
+        let (l, c, _) = p.check().unwrap();
+        assert_eq!((l.max_iterations, l.max_wallclock_s, l.poll_interval_s), (20, 15.0, 1.0));
+        assert!(c.is_empty());
+        let mut p = LoopParams::new("ci", "q");
+        p.max_iterations = 500;
+        p.max_wallclock_s = 1000.0;
+        p.poll_interval_s = 0.01;
+        let (l, c, _) = p.check().unwrap();
+        assert_eq!((l.max_iterations, l.max_wallclock_s, l.poll_interval_s), (200, 120.0, 0.25));
+        let fields: Vec<_> = c.iter().map(|c| c.field).collect();
+        assert_eq!(fields, vec!["max_iterations", "max_wallclock_s", "poll_interval_s"]);
+        let mut p = LoopParams::new("ci", "q");
+        p.max_wallclock_s = 2.0;
+        p.poll_interval_s = 5.0;
+        assert_eq!(p.check().unwrap().0.poll_interval_s, 2.0);
+    }
+
+    #[test]
+    fn invalid_values_name_their_field() {
+        let cases: Vec<(fn(&mut LoopParams), &str)> = vec![
+            (|p| p.name = "bad name".into(), "name"),
+            (|p| p.name = String::new(), "name"),
+            (|p| p.gate_query = String::new(), "gate_query"),
+            (|p| p.gate_min_score = f64::NAN, "gate_min_score"),
+            (|p| p.gate_min_score = 2.0, "gate_min_score"),
+            (|p| p.max_iterations = 0, "max_iterations"),
+            (|p| p.max_wallclock_s = f64::INFINITY, "max_wallclock_s"),
+            (|p| p.max_wallclock_s = -1.0, "max_wallclock_s"),
+            (|p| p.poll_interval_s = f64::NAN, "poll_interval_s"),
+            (|p| p.poll_interval_s = 0.0, "poll_interval_s"),
+            (|p| p.max_tokens = -1, "max_tokens"),
+            (|p| p.no_progress_window = -2, "no_progress_window"),
+            (|p| p.gate_tags = vec!["a b".into()], "gate_tags"),
+        ];
+        for (f, field) in cases {
+            let mut p = LoopParams::new("ok", "q");
+            f(&mut p);
+            assert_eq!(p.check().unwrap_err().field(), Some(field));
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! SQL for the loop ledger: run records and lap records.
+//!
+//! The loop engine ([`crate::loops`]) decides what to record; this file only knows how. Each
+//! write is its own short transaction. History and show are indexed reads: history walks
+//! `loop_runs` by rowid (start order) or by the `name` index, show is a primary-key range on
+//! `loop_laps`, so both stay fast with millions of laps.
+
+use rusqlite::{params, OptionalExtension};
+
+use super::Store;
+use crate::Result;
+
+/// A run row as stored.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    pub run_id: String,
+    pub name: String,
+    pub params: String,
+    pub status: String,
+    pub reason: Option<String>,
+    pub laps: i64,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub pid: i64,
+    pub proc_start: i64,
+    pub result: Option<String>,
+}
+
+/// A lap row as stored.
+#[derive(Debug, Clone)]
+pub struct LapRow {
+    pub lap: i64,
+    pub ts: String,
+    pub decision: String,
+    pub passed: bool,
+    pub detail: String,
+    pub score: Option<f64>,
+    pub budget: String,
+    pub memory_id: Option<i64>,
+}
+
+const RUN_COLUMNS: &str =
+    "run_id, name, params, status, reason, laps, started_at, ended_at, pid, proc_start, result";
+
+fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        run_id: r.get(0)?,
+        name: r.get(1)?,
+        params: r.get(2)?,
+        status: r.get(3)?,
+        reason: r.get(4)?,
+        laps: r.get(5)?,
+        started_at: r.get(6)?,
+        ended_at: r.get(7)?,
+        pid: r.get(8)?,
+        proc_start: r.get(9)?,
+        result: r.get(10)?,
+    })
+}
+
+impl Store {
+    /// Records a new run as `running`.
+    pub fn run_start(&mut self, run: &RunRow) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO loop_runs(run_id, name, params, status, started_at, pid, proc_start)
+                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)",
+                params![run.run_id, run.name, run.params, run.started_at, run.pid, run.proc_start],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Records one lap and bumps the run's lap count, in one transaction.
+    pub fn lap_insert(&mut self, run_id: &str, lap: &LapRow) -> Result<()> {
+        let path = self.path.clone();
+        let db_err = |source| crate::Error::Database { path: path.clone(), source };
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
+        tx.execute(
+            "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![run_id, lap.lap, lap.ts, lap.decision, lap.passed, lap.detail, lap.score, lap.budget, lap.memory_id],
+        )
+        .map_err(db_err)?;
+        tx.execute("UPDATE loop_runs SET laps = max(laps, ?2) WHERE run_id = ?1", params![run_id, lap.lap])
+            .map_err(db_err)?;
+        tx.commit().map_err(db_err)
+    }
+
+    /// Records a run's end.
+    pub fn run_finish(&mut self, run_id: &str, status: &str, reason: &str, laps: i64, result: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE loop_runs SET status = ?2, reason = ?3, laps = ?4, ended_at = ?5, result = ?6
+                 WHERE run_id = ?1",
+                params![run_id, status, reason, laps, crate::memory::now_rfc3339(), result],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Asks a running run to stop; returns the run's current status (None: unknown run).
+    pub fn run_request_cancel(&mut self, run_id: &str) -> Result<Option<String>> {
+        self.conn
+            .execute("UPDATE loop_runs SET cancel_requested = 1 WHERE run_id = ?1 AND status = 'running'", [run_id])
+            .map_err(|e| self.err(e))?;
+        self.conn
+            .query_row("SELECT status FROM loop_runs WHERE run_id = ?1", [run_id], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// True when someone asked this run to stop (a primary-key read: cheap enough to poll).
+    pub fn run_cancel_requested(&self, run_id: &str) -> Result<bool> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT cancel_requested FROM loop_runs WHERE run_id = ?1")
+            .map_err(|e| self.err(e))?;
+        let v: Option<i64> = stmt.query_row([run_id], |r| r.get(0)).optional().map_err(|e| self.err(e))?;
+        Ok(v.unwrap_or(0) != 0)
+    }
+
+    /// One run by id.
+    pub fn run_get(&self, run_id: &str) -> Result<Option<RunRow>> {
+        self.conn
+            .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], run_row)
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Runs newest first, of one loop name or of all.
+    pub fn run_history(&self, name: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
+        let (sql, arg) = match name {
+            Some(n) => (format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE name = ?1 ORDER BY rowid DESC LIMIT ?2"), n),
+            None => (format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE ?1 = ?1 ORDER BY rowid DESC LIMIT ?2"), ""),
+        };
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let rows = stmt.query_map(params![arg, limit as i64], run_row).map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+    }
+
+    /// The first `limit` laps of a run, in lap order.
+    pub fn run_laps(&self, run_id: &str, limit: usize) -> Result<Vec<LapRow>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT lap, ts, decision, passed, detail, score, budget, memory_id FROM loop_laps
+                 WHERE run_id = ?1 ORDER BY lap LIMIT ?2",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![run_id, limit as i64], |r| {
+                Ok(LapRow {
+                    lap: r.get(0)?,
+                    ts: r.get(1)?,
+                    decision: r.get(2)?,
+                    passed: r.get(3)?,
+                    detail: r.get(4)?,
+                    score: r.get(5)?,
+                    budget: r.get(6)?,
+                    memory_id: r.get(7)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+    }
+
+    /// Ids (ascending) above `after` carrying every one of `tags` (non-empty).
+    pub fn ids_with_all_tags_after(&self, tags: &[String], after: i64) -> Result<Vec<i64>> {
+        let Some((first, rest)) = tags.split_first() else {
+            return Ok(Vec::new());
+        };
+        let mut sql = String::from("SELECT memory_id FROM memory_tags WHERE memory_id > ?1 AND tag = ?2");
+        for i in 0..rest.len() {
+            sql.push_str(&format!(" INTERSECT SELECT memory_id FROM memory_tags WHERE memory_id > ?1 AND tag = ?{}", i + 3));
+        }
+        sql.push_str(" ORDER BY 1");
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let mut args: Vec<rusqlite::types::Value> = vec![after.into(), first.clone().into()];
+        args.extend(rest.iter().map(|t| t.clone().into()));
+        let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, i64>(0)).map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+    }
+}
