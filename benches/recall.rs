@@ -14,53 +14,27 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
-use slm::embed::{Embedder, OnnxEmbedder, DIM};
+use slm::embed::{Embedder, OnnxEmbedder};
 use slm::index::exact::{self, Filter};
 use slm::index::hnsw::HnswIndex;
 use slm::index::VectorSet;
 use slm::memory::Kind;
 use slm::spaces::{cosine, cosine_plain};
 
+mod common;
+use common::synthetic;
+
 /// Store sizes for the exact scan.
 const SCAN_SIZES: [usize; 2] = [10_000, 100_000];
 /// Default HNSW size (override with SLM_BENCH_HNSW_N).
 const HNSW_N: usize = 100_000;
-/// Cluster centres in the synthetic data.
-const CLUSTERS: usize = 2_000;
-/// Seed of the cluster centres, shared by data and queries.
-const CENTRE_SEED: u64 = 7;
-/// Noise around a centre (per dimension, before normalising).
-const NOISE: f32 = 0.6;
 /// Queries used to measure recall@10.
 const RECALL_QUERIES: usize = 200;
 /// Memories in the data root of the whole-process benchmark.
 const PROCESS_N: usize = 10_000;
 /// HNSW search list size, as the engine uses.
 const EF: usize = 96;
-
-fn normalize(mut v: Vec<f32>) -> Vec<f32> {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    v.iter_mut().for_each(|x| *x /= n);
-    v
-}
-
-/// `n` unit vectors around the shared centres; different seeds give different samples of the
-/// same distribution, so queries look like the data they search.
-fn synthetic(n: usize, seed: u64) -> Vec<Vec<f32>> {
-    let mut crng = StdRng::seed_from_u64(CENTRE_SEED);
-    let centres: Vec<Vec<f32>> =
-        (0..CLUSTERS).map(|_| normalize((0..DIM).map(|_| crng.random_range(-1.0..1.0)).collect())).collect();
-    let mut rng = StdRng::seed_from_u64(seed);
-    (0..n)
-        .map(|_| {
-            let c = &centres[rng.random_range(0..CLUSTERS)];
-            normalize(c.iter().map(|x| x + NOISE * rng.random_range(-1.0f32..1.0) / (DIM as f32).sqrt() * 4.0).collect())
-        })
-        .collect()
-}
 
 fn set_of(vecs: &[Vec<f32>]) -> VectorSet {
     let mut s = VectorSet::new();
@@ -162,26 +136,15 @@ fn bench_embed(c: &mut Criterion) {
     g.finish();
 }
 
-/// A data root holding `PROCESS_N` memories with synthetic vectors, written through the store.
+/// A data root holding `PROCESS_N` memories with synthetic vectors.
 fn process_root() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("data");
-    std::fs::create_dir(&dir).unwrap();
-    let mut store = slm::storage::Store::open(&dir.join(slm::storage::DB_FILE)).unwrap();
-    store.meta_init("embedding_model", OnnxEmbedder::locate().model_name()).unwrap();
-    let vecs = synthetic(PROCESS_N, 5);
-    let contents: Vec<String> = (0..PROCESS_N).map(|i| format!("synthetic memory {i}")).collect();
-    let no_tags: Vec<String> = Vec::new();
-    let rows: Vec<slm::storage::NewRow<'_>> = contents
-        .iter()
-        .zip(&vecs)
-        .map(|(c, v)| slm::storage::NewRow { kind: Kind::Memory, content: c, tags: &no_tags, embedding: v })
-        .collect();
-    store.insert(&rows).unwrap();
+    common::fill_store(&tmp.path().join("data"), PROCESS_N, 5);
     tmp
 }
 
 /// Runs a command to completion and returns its own peak RSS in MB (wait4's rusage).
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also returns its rusage
 fn peak_rss_mb(cmd: &mut std::process::Command) -> f64 {
     let child = cmd.stdout(std::process::Stdio::null()).spawn().unwrap();
     let mut status = 0;

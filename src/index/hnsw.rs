@@ -36,23 +36,13 @@ pub struct HnswIndex {
 }
 
 impl HnswIndex {
-    /// An empty graph sized for about `capacity` vectors.
-    pub fn new(capacity: usize) -> Self {
-        let graph = Hnsw::new(M, capacity.max(1024), MAX_LAYER, EF_CONSTRUCTION, SimdCosine);
-        HnswIndex { graph }
-    }
-
     /// Builds a graph from `(id, vector)` pairs using every core.
     pub fn build(items: &[(i64, &[f32])]) -> Self {
-        let index = Self::new(items.len());
+        let graph = Hnsw::new(M, items.len().max(1024), MAX_LAYER, EF_CONSTRUCTION, SimdCosine);
+        let index = HnswIndex { graph };
         let batch: Vec<(&[f32], usize)> = items.iter().map(|(id, v)| (*v, *id as usize)).collect();
         index.graph.parallel_insert_slice(&batch);
         index
-    }
-
-    /// Adds one vector.
-    pub fn insert(&self, id: i64, v: &[f32]) {
-        self.graph.insert_slice((v, id as usize));
     }
 
     /// Number of vectors in the graph.
@@ -85,7 +75,5 @@ mod tests {
         assert_eq!(index.len(), 500);
         let got = index.candidates(&vecs[123], 5, 64);
         assert_eq!(got[0], 124, "a stored vector is its own nearest neighbour");
-        index.insert(10_000, &HashEmbedder::vector("brand new text"));
-        assert_eq!(index.candidates(&HashEmbedder::vector("brand new text"), 1, 64), vec![10_000]);
     }
 }

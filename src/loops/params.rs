@@ -210,7 +210,8 @@ mod tests {
 
     #[test]
     fn invalid_values_name_their_field() {
-        let cases: Vec<(fn(&mut LoopParams), &str)> = vec![
+        type Case = (fn(&mut LoopParams), &'static str);
+        let cases: Vec<Case> = vec![
             (|p| p.name = "bad name".into(), "name"),
             (|p| p.name = String::new(), "name"),
             (|p| p.gate_query = String::new(), "gate_query"),

@@ -286,18 +286,7 @@ impl Store {
 
     /// The ids (ascending) of rows carrying every one of `tags` (non-empty).
     pub fn ids_with_all_tags(&self, tags: &[String]) -> Result<Vec<i64>> {
-        let Some((first, rest)) = tags.split_first() else {
-            return Ok(Vec::new());
-        };
-        let mut sql = String::from("SELECT memory_id FROM memory_tags WHERE tag = ?1");
-        for i in 0..rest.len() {
-            sql.push_str(&format!(" INTERSECT SELECT memory_id FROM memory_tags WHERE tag = ?{}", i + 2));
-        }
-        sql.push_str(" ORDER BY 1");
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        let args = std::iter::once(first).chain(rest);
-        let rows = stmt.query_map(params_from_iter(args), |r| r.get::<_, i64>(0)).map_err(|e| self.err(e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+        self.ids_with_all_tags_after(tags, 0)
     }
 
     /// Which of `ids` still exist (a cheap primary-key probe per id).

@@ -7,4 +7,5 @@ mod common;
 mod concurrency;
 mod errors;
 mod import;
+mod loops;
 mod memory_cli;

@@ -1,0 +1,142 @@
+//! Gate speed: one poll with 0, 1 and 10 new memories, and lap 1, on stores of 10k, 100k
+//! (and 1M with `SLM_BENCH_GATE_1M=1`) memories; and the end-to-end latency from a
+//! `remember` commit in this process to `slm loop run` returning in another.
+//!
+//! Stores hold synthetic vectors written straight through the store (embedding a million
+//! texts would take an hour); the gate query is embedded by the real model.
+//!
+//! Short run (CI): `cargo bench --bench gate -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+
+use slm::embed::OnnxEmbedder;
+use slm::engine::{DataRoot, Engine};
+use slm::loops::{Gate, MemoryGate};
+use slm::memory::Kind;
+
+mod common;
+
+/// Store sizes; 1M joins with SLM_BENCH_GATE_1M=1 (it takes minutes to write).
+const SIZES: [usize; 2] = [10_000, 100_000];
+const SIZE_1M: usize = 1_000_000;
+/// New memories arriving between two polls.
+const NEW_PER_POLL: [usize; 3] = [0, 1, 10];
+/// Gate query used throughout.
+const QUERY: &str = "the nightly build finished and every test passed";
+/// Poll interval of the end-to-end latency runs (the floor).
+const POLL_S: f64 = 0.25;
+
+fn sizes() -> Vec<usize> {
+    let mut v = SIZES.to_vec();
+    if std::env::var_os("SLM_BENCH_GATE_1M").is_some() {
+        v.push(SIZE_1M);
+    }
+    v
+}
+
+fn open(dir: &std::path::Path) -> Engine {
+    let root = DataRoot { dir: dir.to_path_buf(), explicit: true };
+    Engine::open(&root, Arc::new(OnnxEmbedder::locate())).unwrap()
+}
+
+fn bench_polls(c: &mut Criterion) {
+    if OnnxEmbedder::locate().load().is_err() {
+        eprintln!("gate: skipped, model not available");
+        return;
+    }
+    for n in sizes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let t = Instant::now();
+        common::fill_store(&dir, n, 11);
+        eprintln!("gate: wrote {n} synthetic memories in {:.1} s", t.elapsed().as_secs_f64());
+        let engine = open(&dir);
+        engine.refresh().unwrap(); // a long-lived process already holds the vectors
+
+        let mut g = c.benchmark_group(format!("gate_{n}"));
+        g.sample_size(10);
+        g.bench_function("lap1", |b| {
+            b.iter_batched(
+                || MemoryGate::new(&engine, QUERY, 0.99, Vec::new()).unwrap(),
+                |mut gate| gate.observe(1).unwrap(),
+                BatchSize::PerIteration,
+            )
+        });
+        for new in NEW_PER_POLL {
+            let mut gate = MemoryGate::new(&engine, QUERY, 0.99, Vec::new()).unwrap();
+            gate.observe(1).unwrap();
+            let writer = open(&dir);
+            let mut seed = 1_000u64;
+            g.bench_function(BenchmarkId::new("poll_new", new), |b| {
+                b.iter_batched(
+                    || {
+                        seed += 1;
+                        if new > 0 {
+                            let vecs = common::synthetic(new, seed);
+                            let texts: Vec<String> = (0..new).map(|i| format!("poll {seed} new {i}")).collect();
+                            let none: Vec<String> = Vec::new();
+                            let rows: Vec<slm::storage::NewRow<'_>> = texts
+                                .iter()
+                                .zip(&vecs)
+                                .map(|(c, v)| slm::storage::NewRow { kind: Kind::Memory, content: c, tags: &none, embedding: v })
+                                .collect();
+                            writer.store().insert(&rows).unwrap();
+                        }
+                    },
+                    |_| gate.observe(2).unwrap(),
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+        g.finish();
+    }
+}
+
+/// From a remember's commit here to `slm loop run` returning in another process.
+fn bench_end_to_end(c: &mut Criterion) {
+    if OnnxEmbedder::locate().load().is_err() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let engine = open(&dir);
+    let bin = env!("CARGO_BIN_EXE_slm");
+    let mut round = 0u32;
+    let mut g = c.benchmark_group("end_to_end");
+    g.sample_size(10);
+    g.bench_function("commit_to_loop_return_poll_0.25s", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                round += 1;
+                let name = format!("e2e-{round}");
+                let topic = format!("deploy number {round} of the payments service is complete");
+                let mut child = std::process::Command::new(bin)
+                    .arg("--data-dir")
+                    .arg(&dir)
+                    .args(["loop", "run", "--name", &name, "--gate-query", &topic, "--gate-min-score", "0.95"])
+                    .args(["--poll-interval-s", &POLL_S.to_string(), "--max-wallclock-s", "60", "--json"])
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap();
+                // Wait until the run is polling (its run row exists), then commit the memory.
+                while engine.store().run_history(Some(&name), 1).unwrap().is_empty() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                engine.remember(&topic, &[]).unwrap();
+                let t = Instant::now();
+                assert!(child.wait().unwrap().success());
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_polls, bench_end_to_end);
+criterion_main!(benches);
