@@ -9,3 +9,4 @@ mod errors;
 mod import;
 mod loops;
 mod memory_cli;
+mod setup;
