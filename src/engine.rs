@@ -103,14 +103,14 @@ impl RecallQuery {
 }
 
 /// The result of a recall.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Recalled {
     pub query: String,
     pub hits: Vec<Hit>,
 }
 
 /// What `status` reports.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Status {
     pub data_dir: PathBuf,
     pub db_path: PathBuf,
@@ -121,11 +121,17 @@ pub struct Status {
     pub laps: u64,
     pub model: String,
     pub model_loaded: bool,
+    /// Where the model would be loaded from (`SLM_MODEL_DIR`, or `models/` near the binary).
+    pub model_dir: Option<PathBuf>,
+    /// The ONNX Runtime library (`ORT_DYLIB_PATH`, or `models/` near the binary).
+    pub runtime: Option<PathBuf>,
+    /// Why the model files cannot be found, when they cannot.
+    pub model_error: Option<String>,
     pub index: IndexStatus,
 }
 
 /// The state of the recall index in this process.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct IndexStatus {
     /// `exact` or `hnsw`: what the next unfiltered recall in this process would use.
     pub mode: &'static str,
@@ -409,7 +415,11 @@ impl Engine {
         let store = self.store();
         let (memories, laps) = store.counts()?;
         let hnsw = self.hnsw.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let files = crate::embed::ModelFiles::locate();
         Ok(Status {
+            model_dir: files.as_ref().ok().map(|f| f.model_dir.clone()),
+            runtime: files.as_ref().ok().map(|f| f.ort_lib.clone()),
+            model_error: files.as_ref().err().map(|e| e.to_string()),
             data_dir: self.root.clone(),
             db_path: store.path().to_path_buf(),
             schema_version: SCHEMA_VERSION,

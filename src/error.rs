@@ -60,7 +60,11 @@ impl Error {
         if value.chars().count() > 60 {
             value = format!("{}… ({} bytes)", value.chars().take(40).collect::<String>(), value.len());
         }
-        Error::InvalidInput { field, value: format!("{value:?}"), rule: rule.into() }
+        // Quote values that would be ambiguous bare (empty, or with spaces): `"a b"`, `""`, `5`.
+        if value.is_empty() || value.chars().any(char::is_whitespace) {
+            value = format!("{value:?}");
+        }
+        Error::InvalidInput { field, value, rule: rule.into() }
     }
 
     /// True for errors caused by the caller's input (the CLI exits 2 for these).
@@ -73,6 +77,18 @@ impl Error {
         match self {
             Error::InvalidInput { field, .. } => Some(field),
             _ => None,
+        }
+    }
+
+    /// A stable machine-readable name for the error's variant, for structured error output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::InvalidInput { .. } => "invalid_input",
+            Error::NotFound { .. } => "not_found",
+            Error::Model { .. } => "model",
+            Error::Database { .. } => "database",
+            Error::Io { .. } => "io",
+            Error::Corrupt(_) => "corrupt",
         }
     }
 

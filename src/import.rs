@@ -25,14 +25,14 @@ struct Line {
 }
 
 /// A line that was not imported, and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct SkippedLine {
     pub line: usize,
     pub error: String,
 }
 
 /// What an import did.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 pub struct ImportSummary {
     /// Non-blank lines read.
     pub lines: usize,

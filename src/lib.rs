@@ -25,6 +25,7 @@ mod error;
 pub mod import;
 pub mod index;
 pub mod loops;
+pub mod mcp;
 pub mod memory;
 pub mod spaces;
 pub mod storage;

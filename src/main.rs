@@ -6,6 +6,12 @@
 
 mod cli;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set while serving MCP: a panic in one request must not take the server down (tokio turns it
+/// into that request's error), so the hook only reports it.
+pub static SERVER_MODE: AtomicBool = AtomicBool::new(false);
+
 fn main() {
     // A bug must never show a user a backtrace: one line, exit 1.
     std::panic::set_hook(Box::new(|info| {
@@ -17,7 +23,9 @@ fn main() {
             .unwrap_or_else(|| "unknown panic".into());
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         eprintln!("slm: internal error: {msg}{at}; please report this");
-        std::process::exit(1);
+        if !SERVER_MODE.load(Ordering::Acquire) {
+            std::process::exit(1);
+        }
     }));
     std::process::exit(cli::run());
 }

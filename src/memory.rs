@@ -14,7 +14,7 @@ pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
 pub const MAX_TAG_CHARS: usize = 128;
 
 /// What a stored row is: something an agent wrote, or a loop ledger entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// Written by `remember`; eligible for recall and for loop gates.
@@ -43,7 +43,7 @@ impl Kind {
 }
 
 /// A stored memory as every surface shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Memory {
     pub id: i64,
     pub content: String,
@@ -53,7 +53,7 @@ pub struct Memory {
 }
 
 /// One recall result, best first in a list of hits.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Hit {
     pub id: i64,
     pub content: String,
@@ -65,7 +65,7 @@ pub struct Hit {
 }
 
 /// The result of `remember`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Remembered {
     pub id: i64,
     /// True when the same content with the same tags was already stored; `id` is that memory.

@@ -95,6 +95,12 @@ enum Command {
     },
     /// Show the data root, counts, model and index state.
     Status,
+    /// Serve the MCP tools over stdio (for Claude Code, Codex, any MCP client).
+    Mcp {
+        /// Tool profile: core, code, full, power or whole (nested; loop tools from code up).
+        #[arg(long, env = "SLM_MCP_PROFILE", default_value = "full")]
+        profile: String,
+    },
     /// Bounded loops: wait for a gate to pass, under hard bounds, with a durable ledger.
     #[command(subcommand)]
     Loop(loops::LoopCommand),
@@ -144,13 +150,7 @@ pub fn report_error(e: &Error, json: bool) -> i32 {
         _ => EXIT_FAILURE,
     };
     if json {
-        let kind = match e {
-            Error::InvalidInput { .. } => "invalid_input",
-            Error::NotFound { .. } => "not_found",
-            Error::Model { .. } => "model",
-            _ => "internal",
-        };
-        eprintln!("{}", json!({"ok": false, "error": {"kind": kind, "field": e.field(), "message": e.to_string()}}));
+        eprintln!("{}", json!({"ok": false, "error": {"kind": e.kind(), "field": e.field(), "message": e.to_string()}}));
     } else {
         eprintln!("slm: error: {e}");
     }
@@ -189,12 +189,15 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             out.forgotten(&gone);
         }
         Command::Status => {
-            let engine = open(g)?;
-            let status = engine.status()?;
-            let files = OnnxEmbedder::locate();
-            out.status(&status, files.files().map(|f| (f.model_dir.clone(), f.ort_lib.clone())));
+            out.status(&open(g)?.status()?);
         }
         Command::Import { file } => return import(g, &out, &file),
+        Command::Mcp { profile } => {
+            let profile = slm::mcp::Profile::parse(&profile)?;
+            crate::SERVER_MODE.store(true, std::sync::atomic::Ordering::Release);
+            let root = DataRoot::resolve(g.data_dir.clone())?;
+            slm::mcp::serve_stdio(&root, profile, Arc::new(OnnxEmbedder::locate()))?;
+        }
         Command::Loop(cmd) => {
             // Reject bad loop input before touching the data root: nothing is written.
             cmd.precheck()?;

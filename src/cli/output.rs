@@ -72,12 +72,7 @@ impl Printer {
 
     pub fn recalled(&self, r: &Recalled) {
         if self.json {
-            let hits: Vec<_> = r
-                .hits
-                .iter()
-                .map(|h| json!({"id": h.id, "content": h.content, "tags": h.tags, "score": h.score, "created_at": h.created_at}))
-                .collect();
-            self.print_json(json!({"query": r.query, "hits": hits}));
+            self.print_json(json!(r));
             return;
         }
         if r.hits.is_empty() {
@@ -133,17 +128,9 @@ impl Printer {
         }
     }
 
-    pub fn status(&self, s: &Status, files: slm::Result<(PathBuf, PathBuf)>) {
-        let (model_dir, runtime, model_error) = match files {
-            Ok((m, r)) => (Some(m), Some(r), None),
-            Err(e) => (None, None, Some(e.to_string())),
-        };
+    pub fn status(&self, s: &Status) {
         if self.json {
-            let mut v = json!(s);
-            v["model_dir"] = json!(model_dir);
-            v["runtime"] = json!(runtime);
-            v["model_error"] = json!(model_error);
-            self.print_json(v);
+            self.print_json(json!(s));
             return;
         }
         let opt = |p: &Option<PathBuf>| p.as_ref().map_or("-".to_string(), |p| p.display().to_string());
@@ -154,14 +141,11 @@ impl Printer {
             vec!["memories".into(), s.memories.to_string()],
             vec!["ledger laps".into(), s.laps.to_string()],
             vec!["model".into(), s.model.clone()],
-            vec!["model files".into(), model_error.clone().unwrap_or_else(|| opt(&model_dir))],
-            vec!["runtime".into(), opt(&runtime)],
+            vec!["model files".into(), s.model_error.clone().unwrap_or_else(|| opt(&s.model_dir))],
+            vec!["runtime".into(), opt(&s.runtime)],
             vec![
                 "index".into(),
-                format!(
-                    "{} (HNSW from {} memories, in long-lived processes)",
-                    s.index.mode, s.index.hnsw_min_memories
-                ),
+                format!("{} (HNSW from {} memories, in long-lived processes)", s.index.mode, s.index.hnsw_min_memories),
             ],
         ];
         table(&["FIELD", "VALUE"], &rows);

@@ -26,7 +26,7 @@ pub use run::{Cancel, LapEvent, RunResult, RunSpec};
 pub const DEMO_NAME: &str = "convergence-demo";
 
 /// How a run ended (or that it has not).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Converged,
@@ -79,7 +79,7 @@ pub fn demo(engine: &Engine, iterations: i64, cancel: &Cancel, on_lap: &mut dyn 
 }
 
 /// One run in a history listing.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct HistoryRun {
     pub run_id: String,
     pub name: String,
@@ -92,14 +92,14 @@ pub struct HistoryRun {
 }
 
 /// Runs of one loop (or all), newest first.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct History {
     pub name: Option<String>,
     pub runs: Vec<HistoryRun>,
 }
 
 /// A lap as `show` reports it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct LapView {
     pub lap: i64,
     pub ts: String,
@@ -111,7 +111,7 @@ pub struct LapView {
 }
 
 /// A run with its laps.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Show {
     pub run_id: String,
     pub name: String,
@@ -174,7 +174,7 @@ pub fn show(engine: &Engine, run_id: &str, limit: usize) -> Result<Show> {
 }
 
 /// What `cancel` did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct CancelOutcome {
     pub run_id: String,
     /// True when the run was running and has been asked to stop.

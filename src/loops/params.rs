@@ -18,23 +18,32 @@ pub const POLL_FLOOR: f64 = 0.25;
 pub const MAX_QUERY_CHARS: usize = 2000;
 
 /// What the caller asks for (the MCP tool's arguments; the CLI's flags).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoopParams {
+    /// Loop name: 1-128 characters of [A-Za-z0-9._:-]; the ledger key and the `loop:<name>` tag.
     pub name: String,
+    /// What the awaited memory says (1-2000 characters); embedded once per run.
     pub gate_query: String,
+    /// The gate passes when the best exact cosine is >= this; finite, in [-1, 1]. Default 0.0.
     #[serde(default)]
     pub gate_min_score: f64,
+    /// Most laps: >= 1; above 200 is clamped to 200. Default 20.
     #[serde(default = "d_iterations")]
     pub max_iterations: i64,
+    /// Most seconds: > 0; above 120 is clamped to 120. Default 15.
     #[serde(default = "d_wallclock")]
     pub max_wallclock_s: f64,
+    /// Seconds between laps: > 0; clamped to [0.25, max_wallclock_s]. Default 1.
     #[serde(default = "d_poll")]
     pub poll_interval_s: f64,
+    /// Stop once this many tokens are used (model tokenizer); 0 = unlimited. Default 0.
     #[serde(default)]
     pub max_tokens: i64,
+    /// Stop when the gate observation is unchanged for this many consecutive laps; 0 = off.
     #[serde(default)]
     pub no_progress_window: i64,
+    /// Only memories carrying every one of these tags are eligible (agree on them with the writer).
     #[serde(default)]
     pub gate_tags: Vec<String>,
 }
@@ -67,7 +76,7 @@ impl LoopParams {
 }
 
 /// The bounds a run actually uses, after clamping.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct Limits {
     pub max_iterations: i64,
     pub max_wallclock_s: f64,
@@ -80,7 +89,7 @@ pub struct Limits {
 }
 
 /// One clamp that was applied.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
 pub struct Clamp {
     pub field: &'static str,
     pub requested: serde_json::Value,

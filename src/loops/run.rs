@@ -25,7 +25,7 @@ use crate::Result;
 pub const CANCEL_SLICE: Duration = Duration::from_millis(40);
 
 /// Why and how a run ended.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Termination {
     pub elapsed_s: f64,
     pub tokens_used: u64,
@@ -37,7 +37,7 @@ pub struct Termination {
 }
 
 /// The result of a run, shared by every surface (SPEC §2 "Result of a run").
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct RunResult {
     pub ok: bool,
     pub status: Status,
@@ -50,7 +50,7 @@ pub struct RunResult {
 }
 
 /// One lap as reported to a live observer (the CLI prints these as they happen).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct LapEvent {
     pub run_id: String,
     pub lap: i64,

@@ -1,0 +1,44 @@
+//! The MCP surface: `slm mcp` serves the engine's tools over stdio with `rmcp`.
+//!
+//! [`server`] holds the tools (thin adapters over [`crate::engine`] and [`crate::loops`]),
+//! [`profile`] the nested tool sets. The engine is opened before serving (a cheap SQLite
+//! open), the model loads lazily on the first tool that embeds, so `initialize` and
+//! `tools/list` are answered at once. The server exits when stdin closes.
+
+pub mod profile;
+pub mod server;
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+
+pub use profile::Profile;
+pub use server::SlmServer;
+
+use crate::engine::{DataRoot, Engine, HNSW_MIN};
+use crate::{Error, Result};
+
+/// Serves MCP on stdin/stdout until stdin closes.
+pub fn serve_stdio(root: &DataRoot, profile: Profile, embedder: Arc<dyn crate::embed::Embedder>) -> Result<()> {
+    let engine = Arc::new(Engine::open(root, embedder)?.with_background_index(HNSW_MIN));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    let result = runtime.block_on(async move {
+        let server = SlmServer::new(engine, profile);
+        let running = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| Error::Io { context: "MCP handshake failed".into(), source: std::io::Error::other(e.to_string()) })?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| Error::Io { context: "MCP server stopped".into(), source: std::io::Error::other(e.to_string()) })?;
+        Ok(())
+    });
+    // Blocking work (a loop being cancelled) gets a moment to finish; then we go.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    result
+}

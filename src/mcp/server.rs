@@ -1,0 +1,393 @@
+//! The MCP tools: thin adapters from typed arguments to the engine and back.
+//!
+//! Every engine call runs on tokio's blocking pool (embedding and SQLite block), so a long
+//! `slm_loop_run` never holds up other requests on the connection: rmcp spawns each request
+//! as its own task. Failures come back as tool results with `isError: true` and a structured
+//! `{ok: false, error: {kind, field, message}}`; a loop that ends on a bound is a normal result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{Implementation, ProgressNotificationParam, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{tool, tool_handler, tool_router, Json, RoleServer, ServerHandler};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::profile::{Profile, TOOLS};
+use crate::engine::{Engine, RecallQuery, Recalled, Status};
+use crate::import::ImportSummary;
+use crate::loops::{self, Cancel, CancelOutcome, History, LapEvent, LoopParams, RunResult, Show};
+use crate::memory::{Kind, Memory, Remembered};
+use crate::Error;
+
+/// The structured body of a failed tool call.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ToolError {
+    pub ok: bool,
+    pub error: ErrorBody,
+}
+
+/// What went wrong: `kind` (invalid_input, not_found, model, database, ...), the field at
+/// fault for invalid input, and a one-line message naming the problem.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ErrorBody {
+    pub kind: String,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl From<&Error> for ToolError {
+    fn from(e: &Error) -> Self {
+        ToolError {
+            ok: false,
+            error: ErrorBody { kind: e.kind().into(), field: e.field().map(str::to_string), message: e.to_string() },
+        }
+    }
+}
+
+/// What the helpers return. The tool methods spell it out: rmcp derives a tool's output
+/// schema from a return type whose last segment is literally `Json`, and an alias hides it.
+type ToolResult<T> = Result<Json<T>, Json<ToolError>>;
+
+fn internal(message: String) -> Json<ToolError> {
+    Json(ToolError { ok: false, error: ErrorBody { kind: "internal".into(), field: None, message } })
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RememberArgs {
+    /// The text to remember: 1 byte to 64 KiB.
+    pub content: String,
+    /// Tags: each 1-128 characters, no whitespace or commas.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallArgs {
+    /// What to look for (1 byte to 64 KiB).
+    pub query: String,
+    /// Most hits to return, 1-1000. Default 10.
+    #[serde(default = "d10")]
+    pub limit: i64,
+    /// Only memories carrying every one of these tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Only hits scoring at least this exact cosine, in [-1, 1].
+    #[serde(default)]
+    pub min_score: Option<f64>,
+    /// Include loop ledger laps (included anyway when a `loop:*` tag is given).
+    #[serde(default)]
+    pub include_laps: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Only memories carrying every one of these tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Most memories to list, 1-1000. Default 20.
+    #[serde(default = "d20")]
+    pub limit: i64,
+    /// `memory` (default), `lap` (ledger laps) or `all`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only ids below this one (paging: pass the last id of the previous page).
+    #[serde(default)]
+    pub before: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IdsArgs {
+    /// Memory ids.
+    pub ids: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryArgs {
+    /// Only runs of this loop name (all loops when absent).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Most runs, 1-1000, newest first. Default 20.
+    #[serde(default = "d20")]
+    pub limit: i64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShowArgs {
+    /// The run id (from slm_loop_run or slm_loop_history).
+    pub run_id: String,
+    /// Most laps, 1-10000. Default 200.
+    #[serde(default = "d200")]
+    pub limit: i64,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunIdArgs {
+    /// The run id to stop.
+    pub run_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportItem {
+    /// The text to remember.
+    pub content: String,
+    /// Its tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ImportArgs {
+    /// Up to 1000 memories; invalid ones are reported and skipped, the rest stored.
+    pub items: Vec<ImportItem>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DemoArgs {
+    /// Lap limit, >= 1 (2 shows a max_iterations stop). Default 20.
+    #[serde(default = "d20")]
+    pub iterations: i64,
+}
+
+fn d10() -> i64 {
+    10
+}
+fn d20() -> i64 {
+    20
+}
+fn d200() -> i64 {
+    200
+}
+
+/// `{"memories": [...]}`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MemoriesOut {
+    pub memories: Vec<Memory>,
+}
+
+/// `{"forgotten": [ids]}`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ForgottenOut {
+    pub forgotten: Vec<i64>,
+}
+
+fn limit(field: &'static str, n: i64) -> crate::Result<usize> {
+    usize::try_from(n).map_err(|_| Error::invalid(field, n, "must be a positive integer"))
+}
+
+/// The slm MCP server: one engine, the tools of one profile.
+#[derive(Clone)]
+pub struct SlmServer {
+    engine: Arc<Engine>,
+    tool_router: ToolRouter<SlmServer>,
+}
+
+impl SlmServer {
+    /// A server over `engine` exposing the tools of `profile`.
+    pub fn new(engine: Arc<Engine>, profile: Profile) -> Self {
+        let mut tool_router = Self::tool_router();
+        let keep: Vec<&str> = profile.tools().collect();
+        for (name, _) in TOOLS {
+            if !keep.contains(name) {
+                tool_router.remove_route(name);
+            }
+        }
+        SlmServer { engine, tool_router }
+    }
+
+    /// Runs `f` on the blocking pool and maps its result to a tool result.
+    async fn blocking<T, F>(&self, f: F) -> ToolResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Engine) -> crate::Result<T> + Send + 'static,
+    {
+        let engine = Arc::clone(&self.engine);
+        match tokio::task::spawn_blocking(move || f(&engine)).await {
+            Ok(Ok(v)) => Ok(Json(v)),
+            Ok(Err(e)) => Err(Json(ToolError::from(&e))),
+            Err(join) => Err(internal(format!("internal error: {join}"))),
+        }
+    }
+
+    /// Runs a loop on the blocking pool, forwarding one progress notification per lap when
+    /// the client gave a progress token, and cancelling it on `notifications/cancelled`.
+    async fn run_loop<F>(&self, ctx: RequestContext<RoleServer>, total: i64, f: F) -> ToolResult<RunResult>
+    where
+        F: FnOnce(&Engine, &Cancel, &mut dyn FnMut(&LapEvent)) -> crate::Result<RunResult> + Send + 'static,
+    {
+        let token = ctx.meta.get_progress_token();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<LapEvent>();
+        let cancel = Arc::new(Cancel::default());
+        let engine = Arc::clone(&self.engine);
+        let job_cancel = Arc::clone(&cancel);
+        let mut job = tokio::task::spawn_blocking(move || {
+            f(&engine, &job_cancel, &mut |e| {
+                let _ = tx.send(e.clone());
+            })
+        });
+        let notify = |e: LapEvent| {
+            let peer = ctx.peer.clone();
+            let token = token.clone();
+            async move {
+                if let Some(t) = token {
+                    let p = ProgressNotificationParam::new(t, e.lap as f64)
+                        .with_total(total as f64)
+                        .with_message(format!("lap {}: {} ({})", e.lap, e.decision, e.detail));
+                    // Bounded: a client that stopped reading must not stall the loop's result.
+                    let _ = tokio::time::timeout(Duration::from_secs(1), peer.notify_progress(p)).await;
+                }
+            }
+        };
+        let outcome = loop {
+            tokio::select! {
+                _ = ctx.ct.cancelled(), if !cancel.requested() => cancel.request(),
+                Some(e) = rx.recv() => notify(e).await,
+                done = &mut job => break done,
+            }
+        };
+        while let Ok(e) = rx.try_recv() {
+            notify(e).await;
+        }
+        match outcome {
+            Ok(Ok(r)) => Ok(Json(r)),
+            Ok(Err(e)) => Err(Json(ToolError::from(&e))),
+            Err(join) => Err(internal(format!("internal error: {join}"))),
+        }
+    }
+}
+
+#[tool_router]
+impl SlmServer {
+    /// Store a memory. The same content with the same tags returns the existing id with deduped=true.
+    #[tool(annotations(title = "Remember", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> Result<Json<Remembered>, Json<ToolError>> {
+        self.blocking(move |e| e.remember(&a.content, &a.tags)).await
+    }
+
+    /// Semantic search over memories, best first, scored by exact cosine similarity in [-1, 1].
+    #[tool(annotations(title = "Recall", read_only_hint = true, open_world_hint = false))]
+    async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> Result<Json<Recalled>, Json<ToolError>> {
+        self.blocking(move |e| {
+            let q = RecallQuery {
+                query: a.query,
+                limit: limit("limit", a.limit)?,
+                tags: a.tags,
+                min_score: a.min_score,
+                include_laps: a.include_laps,
+            };
+            e.recall(&q)
+        })
+        .await
+    }
+
+    /// List memories newest first, optionally by tags, kind and page.
+    #[tool(annotations(title = "List memories", read_only_hint = true, open_world_hint = false))]
+    async fn list_memories(&self, Parameters(a): Parameters<ListArgs>) -> Result<Json<MemoriesOut>, Json<ToolError>> {
+        self.blocking(move |e| {
+            let kind = match a.kind.as_deref() {
+                None | Some("memory") => Some(Kind::Memory),
+                Some("lap") => Some(Kind::Lap),
+                Some("all") => None,
+                Some(other) => return Err(Error::invalid("kind", other, "must be memory, lap or all")),
+            };
+            Ok(MemoriesOut { memories: e.list(&a.tags, kind, limit("limit", a.limit)?, a.before)? })
+        })
+        .await
+    }
+
+    /// Delete memories by id. An unknown id is a not-found error and nothing is deleted.
+    #[tool(annotations(title = "Forget", read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false))]
+    async fn forget(&self, Parameters(a): Parameters<IdsArgs>) -> Result<Json<ForgottenOut>, Json<ToolError>> {
+        self.blocking(move |e| Ok(ForgottenOut { forgotten: e.forget(&a.ids)? })).await
+    }
+
+    /// Data root, database, counts, model and index state. Never loads the model.
+    #[tool(annotations(title = "Status", read_only_hint = true, open_world_hint = false))]
+    async fn status(&self) -> Result<Json<Status>, Json<ToolError>> {
+        self.blocking(|e| e.status()).await
+    }
+
+    /// Block until a memory matching gate_query is retrievable with exact cosine >= gate_min_score, under hard bounds (laps, wall-clock, tokens, no-progress). Every lap is written to a durable ledger. Ending on a bound is a normal result (ok: true). Sends one progress notification per lap; cancellable.
+    #[tool(annotations(title = "Run a bounded loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
+    async fn slm_loop_run(&self, Parameters(p): Parameters<LoopParams>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, Json<ToolError>> {
+        let limits = match p.check() {
+            Ok((limits, _, _)) => limits,
+            Err(e) => return Err(Json(ToolError::from(&e))),
+        };
+        self.run_loop(ctx, limits.max_iterations, move |e, c, on_lap| loops::run_memory_loop(e, &p, c, on_lap)).await
+    }
+
+    /// Runs of one loop (or all loops), newest first.
+    #[tool(annotations(title = "Loop history", read_only_hint = true, open_world_hint = false))]
+    async fn slm_loop_history(&self, Parameters(a): Parameters<HistoryArgs>) -> Result<Json<History>, Json<ToolError>> {
+        self.blocking(move |e| loops::history(e, a.name.as_deref(), limit("limit", a.limit)?)).await
+    }
+
+    /// A run's laps: decision, gate result, detail, score and budget of each. Unknown run id: not found.
+    #[tool(annotations(title = "Show a loop run", read_only_hint = true, open_world_hint = false))]
+    async fn slm_loop_show(&self, Parameters(a): Parameters<ShowArgs>) -> Result<Json<Show>, Json<ToolError>> {
+        self.blocking(move |e| loops::show(e, &a.run_id, limit("limit", a.limit)?)).await
+    }
+
+    /// Ask a running loop (in any process) to stop; it ends with status cancelled at its next check.
+    #[tool(annotations(title = "Cancel a loop run", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    async fn slm_loop_cancel(&self, Parameters(a): Parameters<RunIdArgs>) -> Result<Json<CancelOutcome>, Json<ToolError>> {
+        self.blocking(move |e| loops::cancel(e, &a.run_id)).await
+    }
+
+    /// Fetch memories by id (unknown ids are left out).
+    #[tool(annotations(title = "Get memories", read_only_hint = true, open_world_hint = false))]
+    async fn get_memories(&self, Parameters(a): Parameters<IdsArgs>) -> Result<Json<MemoriesOut>, Json<ToolError>> {
+        self.blocking(move |e| Ok(MemoriesOut { memories: e.get(&a.ids)? })).await
+    }
+
+    /// Remember up to 1000 memories at once, embedded in batches; invalid items are reported and skipped.
+    #[tool(annotations(title = "Import memories", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    async fn import_memories(&self, Parameters(a): Parameters<ImportArgs>) -> Result<Json<ImportSummary>, Json<ToolError>> {
+        self.blocking(move |e| {
+            crate::memory::validate_limit("items", a.items.len(), 1000)?;
+            let lines: Vec<String> = a
+                .items
+                .into_iter()
+                .map(|i| serde_json::json!({"content": i.content, "tags": i.tags}).to_string())
+                .collect();
+            crate::import::import_jsonl(e, lines.join("\n").as_bytes(), &mut |_| {})
+        })
+        .await
+    }
+
+    /// The keyless demo loop: a stub gate fails laps 1-2 and passes lap 3 (recorded as loop convergence-demo).
+    #[tool(annotations(title = "Demo loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
+    async fn slm_loop_demo(&self, Parameters(a): Parameters<DemoArgs>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, Json<ToolError>> {
+        let total = a.iterations.clamp(1, loops::params::MAX_ITERATIONS_CAP);
+        self.run_loop(ctx, total, move |e, c, on_lap| loops::demo(e, a.iterations, c, on_lap)).await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for SlmServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("slm", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "slm is a local memory engine. `remember` stores text (embedded locally), `recall` finds it by \
+                 meaning with exact cosine scores. `slm_loop_run` blocks until a memory matching a gate query \
+                 scores >= gate_min_score, under hard bounds, and records every lap: use it to wait for another \
+                 agent's verified work. Agree on gate_tags with the writing agent for precise signals: cosine \
+                 measures topic, not truth.",
+            )
+    }
+}

@@ -1,0 +1,174 @@
+"""Drives `slm mcp` with the official MCP Python SDK (the `mcp` package from PyPI).
+
+Run by tests/it/mcp_python.rs as: python mcp_client.py SCENARIO SLM_BINARY DATA_DIR
+Each scenario asserts what it needs and prints one JSON line of facts; exit 0 = pass.
+"""
+
+import json
+import sys
+import time
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+SCENARIO, SLM, DATA = sys.argv[1], sys.argv[2], sys.argv[3]
+
+
+def params(profile=None):
+    args = ["--data-dir", DATA, "mcp"]
+    if profile:
+        args += ["--profile", profile]
+    return StdioServerParameters(command=SLM, args=args)
+
+
+async def session_for(stack, profile=None):
+    read, write = await stack.enter_async_context(stdio_client(params(profile)))
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    return session
+
+
+def structured(result):
+    assert result.structured_content is not None, result
+    return result.structured_content
+
+
+async def scenario_profiles():
+    facts = {}
+    for profile in ["core", "code", "full", "power", "whole"]:
+        async with _Stack() as stack:
+            s = await session_for(stack, profile)
+            tools = await s.list_tools()
+            facts[profile] = sorted(t.name for t in tools.tools)
+            for t in tools.tools:
+                assert t.description, t.name
+                assert t.output_schema is not None, t.name
+                for name, prop in (t.input_schema.get("properties") or {}).items():
+                    assert prop.get("description"), f"{t.name}.{name} has no description"
+            ro = {t.name for t in tools.tools if t.annotations and t.annotations.read_only_hint}
+            assert "recall" in ro and "status" in ro and "remember" not in ro, ro
+    names = ["core", "code", "full", "power", "whole"]
+    for small, big in zip(names, names[1:]):
+        assert set(facts[small]) < set(facts[big]), (small, big)
+    assert not any(n.startswith("slm_loop") for n in facts["core"])
+    assert {"slm_loop_run", "slm_loop_history", "slm_loop_show", "slm_loop_cancel"} <= set(facts["code"])
+    return facts
+
+
+class _Stack:
+    """contextlib.AsyncExitStack under another name (anyio does not export one)."""
+
+    def __init__(self):
+        import contextlib
+
+        self._s = contextlib.AsyncExitStack()
+
+    async def __aenter__(self):
+        return await self._s.__aenter__()
+
+    async def __aexit__(self, *exc):
+        return await self._s.__aexit__(*exc)
+
+
+async def scenario_memory():
+    async with _Stack() as stack:
+        s = await session_for(stack)
+        r = structured(await s.call_tool("remember", {"content": "review complete: PR #42 is approved", "tags": ["pr-42"]}))
+        assert r["deduped"] is False
+        again = structured(await s.call_tool("remember", {"content": "review complete: PR #42 is approved", "tags": ["pr-42"]}))
+        assert again == {"id": r["id"], "deduped": True}, again
+        await s.call_tool("remember", {"content": "the weather is nice"})
+        hits = structured(await s.call_tool("recall", {"query": "PR 42 approved", "limit": 5}))
+        assert hits["hits"][0]["id"] == r["id"], hits
+        assert abs(hits["hits"][0]["score"] - 0.834) < 0.01, hits
+        listed = structured(await s.call_tool("list_memories", {"tags": ["pr-42"]}))
+        assert [m["id"] for m in listed["memories"]] == [r["id"]]
+        status = structured(await s.call_tool("status", {}))
+        assert status["memories"] == 2, status
+        # A malformed argument: isError, and the server stays up.
+        bad = await s.call_tool("recall", {"query": "x", "limit": "lots"})
+        assert bad.is_error, bad
+        bad2 = await s.call_tool("recall", {"query": "x", "min_score": 7})
+        assert bad2.is_error and bad2.structured_content["ok"] is False
+        assert bad2.structured_content["error"]["field"] == "min_score"
+        bad3 = await s.call_tool("slm_loop_run", {"name": "bad name", "gate_query": "q"})
+        assert bad3.is_error and bad3.structured_content["error"]["field"] == "name"
+        gone = await s.call_tool("forget", {"ids": [999999]})
+        assert gone.is_error and gone.structured_content["error"]["kind"] == "not_found"
+        status = structured(await s.call_tool("status", {}))
+        assert status["memories"] == 2
+        return {"id": r["id"], "score": hits["hits"][0]["score"]}
+
+
+async def scenario_loop():
+    """A loop in one server converges when a second, separate server remembers the memory."""
+    progress = []
+
+    async def on_progress(p, total, message):
+        progress.append((p, total, message))
+
+    async with _Stack() as stack:
+        waiter = await session_for(stack, "code")
+        writer = await session_for(stack, "core")
+        result = {}
+
+        async def run():
+            r = await waiter.call_tool(
+                "slm_loop_run",
+                {"name": "pr-42", "gate_query": "PR 42 approved", "gate_min_score": 0.75,
+                 "max_wallclock_s": 60, "poll_interval_s": 0.25, "gate_tags": ["pr-42"]},
+                progress_callback=on_progress,
+            )
+            result["r"] = r
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await anyio.sleep(1.5)
+            # Served while the loop waits, on the waiter's own connection too.
+            st = structured(await waiter.call_tool("status", {}))
+            assert st["memories"] == 0
+            mem = structured(await writer.call_tool("remember", {"content": "review complete: PR #42 is approved", "tags": ["pr-42"]}))
+        r = structured(result["r"])
+        assert not result["r"].is_error
+        assert r["ok"] is True and r["status"] == "converged", r
+        assert r["match"]["id"] == mem["id"], r
+        assert len(progress) == r["laps"], (progress, r["laps"])
+        assert [p for p, _, _ in progress] == list(range(1, r["laps"] + 1)), progress
+        shown = structured(await waiter.call_tool("slm_loop_show", {"run_id": r["run_id"]}))
+        assert len(shown["laps"]) == r["laps"]
+        hist = structured(await waiter.call_tool("slm_loop_history", {"name": "pr-42"}))
+        assert hist["runs"][0]["laps"] == r["laps"] and hist["runs"][0]["final_status"] == "converged"
+        return {"laps": r["laps"], "progress": len(progress)}
+
+
+async def scenario_cancel():
+    async with _Stack() as stack:
+        s = await session_for(stack, "code")
+        with anyio.move_on_after(1.5):
+            await s.call_tool(
+                "slm_loop_run",
+                {"name": "waiter", "gate_query": "never happens", "gate_min_score": 0.99, "max_wallclock_s": 60},
+            )
+            raise AssertionError("the loop should still be waiting")
+        # The abandoned call sent notifications/cancelled; the run ends cancelled.
+        deadline = time.monotonic() + 10
+        while True:
+            hist = structured(await s.call_tool("slm_loop_history", {"name": "waiter"}))
+            status = hist["runs"][0]["final_status"] if hist["runs"] else None
+            if status == "cancelled":
+                break
+            assert time.monotonic() < deadline, hist
+            await anyio.sleep(0.05)
+        # The server is still up.
+        structured(await s.call_tool("status", {}))
+        return {"status": status}
+
+
+async def main():
+    fn = globals()["scenario_" + SCENARIO]
+    facts = await fn()
+    print(json.dumps({"scenario": SCENARIO, "ok": True, "facts": facts}))
+
+
+anyio.run(main)
