@@ -143,16 +143,21 @@ fn process_root() -> tempfile::TempDir {
     tmp
 }
 
-/// Runs a command to completion and returns its own peak RSS in MB (wait4's rusage).
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also returns its rusage
-fn peak_rss_mb(cmd: &mut std::process::Command) -> f64 {
-    let child = cmd.stdout(std::process::Stdio::null()).spawn().unwrap();
-    let mut status = 0;
-    // SAFETY: wait4 writes only into `status` and `usage`, which we own.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert!(pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "slm recall failed");
-    usage.ru_maxrss as f64 / 1024.0
+/// The peak RSS in MB of one `slm` run, measured by GNU time (Debian package `time`).
+///
+/// Not `wait4`'s rusage: Rust spawns children with vfork semantics, and the kernel then folds
+/// the parent's (this benchmark's, several hundred MB) high-water mark into the child's.
+fn peak_rss_mb(bin: &str, args: &[&std::ffi::OsStr]) -> Option<f64> {
+    let out = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .arg(bin)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    let kb: f64 = text.lines().last()?.trim().parse().ok()?;
+    Some(kb / 1024.0)
 }
 
 fn bench_process(c: &mut Criterion) {
@@ -176,9 +181,16 @@ fn bench_process(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function(BenchmarkId::new("slm_recall", PROCESS_N), |b| b.iter(run));
     g.finish();
-    let mut cmd = std::process::Command::new(bin);
-    cmd.arg("--data-dir").arg(&dir).args(["recall", "synthetic memory about deploys"]);
-    eprintln!("process: peak RSS of `slm recall` at {PROCESS_N} memories = {:.1} MB", peak_rss_mb(&mut cmd));
+    let args = [
+        std::ffi::OsStr::new("--data-dir"),
+        dir.as_os_str(),
+        std::ffi::OsStr::new("recall"),
+        std::ffi::OsStr::new("synthetic memory about deploys"),
+    ];
+    match peak_rss_mb(bin, &args) {
+        Some(mb) => eprintln!("process: peak RSS of `slm recall` at {PROCESS_N} memories = {mb:.1} MB"),
+        None => eprintln!("process: peak RSS unavailable (/usr/bin/time missing)"),
+    }
 }
 
 criterion_group!(benches, bench_cosine, bench_exact, bench_embed, bench_process, bench_hnsw);

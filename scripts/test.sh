@@ -10,6 +10,15 @@ cd "$root"
 
 bash scripts/setup.sh --no-build
 
+# The official MCP Python SDK, pinned, for the interoperability tests (tests/it/mcp_python.rs).
+MCP_SDK="mcp==2.3.0"
+if ! target/pyenv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m.version("mcp") != "2.3.0")' 2>/dev/null; then
+  echo "== installing the MCP Python SDK ($MCP_SDK) into target/pyenv"
+  mkdir -p target
+  python3 -m venv target/pyenv
+  target/pyenv/bin/pip install --quiet --disable-pip-version-check "$MCP_SDK"
+fi
+
 echo "== clippy"
 cargo clippy --release --all-targets --locked -- -D warnings
 
@@ -17,8 +26,8 @@ if [ -z "${SLM_BENCH_SKIP:-${SLM_SKIP_BENCH:-}}" ]; then
   echo "== benchmarks (short run)"
   # grep hides criterion's chatter; a failing bench still fails the run (PIPESTATUS).
   SLM_BENCH_HNSW_N="${SLM_BENCH_HNSW_N:-20000}" \
-    cargo bench --locked --bench recall --bench gate -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
-    | grep -E '^[a-z_0-9.]+/|time:|thrpt:|^hnsw:|^process:|^embed:|^gate:|skipped' || true
+    cargo bench --locked --bench recall --bench gate --bench mcp -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
+    | grep -E '^[a-z_0-9.]+/|time:|thrpt:|^hnsw:|^process:|^embed:|^gate:|^mcp:|skipped' || true
   [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "benchmarks failed" >&2; exit 1; }
 fi
 

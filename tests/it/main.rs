@@ -8,5 +8,8 @@ mod concurrency;
 mod errors;
 mod import;
 mod loops;
+mod mcp_inproc;
+mod mcp_python;
+mod mcp_stdio;
 mod memory_cli;
 mod setup;

@@ -1,0 +1,52 @@
+//! `slm mcp` driven by a client nobody here wrote: the official MCP Python SDK (`mcp` from
+//! PyPI, installed into `target/pyenv` by scripts/test.sh), spawning the real binary over stdio.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::common::slm_bin;
+
+fn python() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/python");
+    assert!(p.exists(), "{} is missing: run scripts/test.sh (it installs the MCP Python SDK)", p.display());
+    p
+}
+
+fn scenario(name: &str) -> serde_json::Value {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_client.py");
+    let out = Command::new(python())
+        .arg(script)
+        .arg(name)
+        .arg(slm_bin())
+        .arg(tmp.path().join("data"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "scenario {name} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()
+}
+
+#[test]
+fn python_sdk_lists_tools_in_each_profile() {
+    let v = scenario("profiles");
+    assert_eq!(v["facts"]["core"].as_array().unwrap().len(), 5);
+    assert_eq!(v["facts"]["whole"].as_array().unwrap().len(), 12);
+}
+
+#[test]
+fn python_sdk_remembers_recalls_and_gets_errors() {
+    let v = scenario("memory");
+    assert!((v["facts"]["score"].as_f64().unwrap() - 0.834).abs() < 0.01);
+}
+
+#[test]
+fn python_sdk_loop_converges_on_a_second_servers_memory_with_progress() {
+    let v = scenario("loop");
+    assert_eq!(v["facts"]["laps"], v["facts"]["progress"]);
+}
+
+#[test]
+fn python_sdk_cancellation_stops_the_loop() {
+    assert_eq!(scenario("cancel")["facts"]["status"], "cancelled");
+}
