@@ -19,6 +19,10 @@ if ! target/pyenv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m
   target/pyenv/bin/pip install --quiet --disable-pip-version-check "$MCP_SDK"
 fi
 
+echo "== build"
+cargo build --release --locked
+target/release/slm prepare-model >/dev/null
+
 echo "== clippy"
 cargo clippy --release --all-targets --locked -- -D warnings
 

@@ -104,6 +104,9 @@ enum Command {
     /// Bounded loops: wait for a gate to pass, under hard bounds, with a durable ledger.
     #[command(subcommand)]
     Loop(loops::LoopCommand),
+    /// Precompute the optimised model files (scripts/setup.sh runs this once).
+    #[command(hide = true)]
+    PrepareModel,
     /// Bulk-remember a JSON Lines file of {"content": "...", "tags": [...]} objects.
     Import {
         /// The .jsonl file ("-" for standard input).
@@ -192,6 +195,11 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             out.status(&open(g)?.status()?);
         }
         Command::Import { file } => return import(g, &out, &file),
+        Command::PrepareModel => {
+            let files = slm::embed::ModelFiles::locate()?;
+            let path = slm::embed::prepare_optimized_model(&files).map_err(|message| Error::Model { message })?;
+            println!("{}", path.display());
+        }
         Command::Mcp { profile } => {
             let profile = slm::mcp::Profile::parse(&profile)?;
             crate::SERVER_MODE.store(true, std::sync::atomic::Ordering::Release);

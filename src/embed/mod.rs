@@ -11,7 +11,7 @@ mod onnx;
 pub mod testing;
 
 pub use locate::ModelFiles;
-pub use onnx::OnnxEmbedder;
+pub use onnx::{prepare_optimized_model, OnnxEmbedder};
 
 use crate::Result;
 

@@ -40,8 +40,12 @@ pub fn process_start(pid: u32) -> Option<i64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// True when the process that started a run is still running.
+/// True when the process that started a run is still running. Agent-driven runs are not
+/// bound to a process (pid 0) and are always "alive".
 pub fn is_alive(pid: i64, proc_start: i64) -> bool {
+    if pid == 0 {
+        return true;
+    }
     u32::try_from(pid).ok().and_then(process_start) == Some(proc_start)
 }
 
@@ -74,6 +78,7 @@ impl<'e> Ledger<'e> {
             pid: i64::from(pid),
             proc_start: process_start(pid).unwrap_or(0),
             result: None,
+            state: None,
         };
         let r = engine.store().run_start(&row);
         ledger.check(r);

@@ -24,6 +24,8 @@ pub struct RunRow {
     pub pid: i64,
     pub proc_start: i64,
     pub result: Option<String>,
+    /// Counters of an agent-driven run, carried between steps (JSON).
+    pub state: Option<String>,
 }
 
 /// A lap row as stored.
@@ -40,7 +42,7 @@ pub struct LapRow {
 }
 
 const RUN_COLUMNS: &str =
-    "run_id, name, params, status, reason, laps, started_at, ended_at, pid, proc_start, result";
+    "run_id, name, params, status, reason, laps, started_at, ended_at, pid, proc_start, result, state";
 
 fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     Ok(RunRow {
@@ -55,7 +57,16 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
         pid: r.get(8)?,
         proc_start: r.get(9)?,
         result: r.get(10)?,
+        state: r.get(11)?,
     })
+}
+
+/// What a locked step decided: the lap to insert and the run row's new values.
+pub struct StepWrite {
+    pub lap: LapRow,
+    pub state: String,
+    /// Set when the run ends on this lap: (status, reason, result JSON).
+    pub end: Option<(String, String, String)>,
 }
 
 impl Store {
@@ -63,9 +74,9 @@ impl Store {
     pub fn run_start(&mut self, run: &RunRow) -> Result<()> {
         self.conn
             .execute(
-                "INSERT INTO loop_runs(run_id, name, params, status, started_at, pid, proc_start)
-                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6)",
-                params![run.run_id, run.name, run.params, run.started_at, run.pid, run.proc_start],
+                "INSERT INTO loop_runs(run_id, name, params, status, started_at, pid, proc_start, state)
+                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7)",
+                params![run.run_id, run.name, run.params, run.started_at, run.pid, run.proc_start, run.state],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -97,6 +108,63 @@ impl Store {
             )
             .map_err(|e| self.err(e))?;
         Ok(())
+    }
+
+    /// Records one step of an agent-driven run atomically: `decide` sees the run row as it is
+    /// under the write lock (so concurrent steps from several processes number their laps
+    /// one after another and see each other's counters) and returns what to write, or an
+    /// error (e.g. the run already ended) that rolls everything back.
+    pub fn step_locked<T>(
+        &mut self,
+        run_id: &str,
+        decide: impl FnOnce(RunRow) -> Result<(StepWrite, T)>,
+    ) -> Result<T> {
+        let path = self.path.clone();
+        let db_err = |source| crate::Error::Database { path: path.clone(), source };
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
+        let run = tx
+            .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], run_row)
+            .optional()
+            .map_err(db_err)?
+            .ok_or_else(|| crate::Error::NotFound { what: "run", id: run_id.to_string() })?;
+        let (w, out) = decide(run)?;
+        tx.execute(
+            "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)",
+            params![run_id, w.lap.lap, w.lap.ts, w.lap.decision, w.lap.passed, w.lap.detail, w.lap.score, w.lap.budget],
+        )
+        .map_err(db_err)?;
+        tx.execute("UPDATE loop_runs SET laps = ?2, state = ?3 WHERE run_id = ?1", params![run_id, w.lap.lap, w.state])
+            .map_err(db_err)?;
+        if let Some((status, reason, result)) = &w.end {
+            tx.execute(
+                "UPDATE loop_runs SET status = ?2, reason = ?3, ended_at = ?4, result = ?5 WHERE run_id = ?1",
+                params![run_id, status, reason, crate::memory::now_rfc3339(), result],
+            )
+            .map_err(db_err)?;
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(out)
+    }
+
+    /// Links a lap to its ledger memory once that is written.
+    pub fn lap_set_memory(&mut self, run_id: &str, lap: i64, memory_id: i64) -> Result<()> {
+        self.conn
+            .execute("UPDATE loop_laps SET memory_id = ?3 WHERE run_id = ?1 AND lap = ?2", params![run_id, lap, memory_id])
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Ends a running run that no process is driving (agent-driven runs on `cancel`).
+    pub fn run_end_if_running(&mut self, run_id: &str, status: &str, reason: &str) -> Result<bool> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE loop_runs SET status = ?2, reason = ?3, ended_at = ?4 WHERE run_id = ?1 AND status = 'running'",
+                params![run_id, status, reason, crate::memory::now_rfc3339()],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
     }
 
     /// Asks a running run to stop; returns the run's current status (None: unknown run).

@@ -66,6 +66,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, lap)
     ) WITHOUT ROWID;
     "#,
+    // v3: agent-driven (command-gated) runs keep their counters between `slm loop step`
+    // processes: tokens used, stalled laps, the last gate outcome's digest (JSON).
+    r#"
+    ALTER TABLE loop_runs ADD COLUMN state TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.
