@@ -25,6 +25,10 @@ pub enum Error {
     #[error("{what} not found: {id}")]
     NotFound { what: &'static str, id: String },
 
+    /// A loop run that already reached a terminal status was asked to do more.
+    #[error("run {run_id} already ended with status {status}; start a new run")]
+    Ended { run_id: String, status: String },
+
     /// The model or the ONNX Runtime library is missing, unreadable or wrong.
     #[error("{message}")]
     Model { message: String },
@@ -85,6 +89,7 @@ impl Error {
         match self {
             Error::InvalidInput { .. } => "invalid_input",
             Error::NotFound { .. } => "not_found",
+            Error::Ended { .. } => "ended",
             Error::Model { .. } => "model",
             Error::Database { .. } => "database",
             Error::Io { .. } => "io",

@@ -9,7 +9,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use slm::engine::Engine;
-use slm::loops::{self, Cancel, LapEvent, LoopParams, RunResult, Status};
+use slm::loops::{self, command, Cancel, LapEvent, LoopParams, RunResult, Status};
 
 /// Exit code when a run ended on a bound.
 pub const EXIT_BOUND: i32 = 3;
@@ -54,6 +54,37 @@ pub enum LoopCommand {
         #[arg(long = "gate-tag", value_name = "TAG")]
         gate_tags: Vec<String>,
     },
+    /// Start an agent-driven loop whose gate is a shell command (exit 0 = pass); prints the run id.
+    Start {
+        /// Loop name: 1-128 characters of [A-Za-z0-9._:-].
+        #[arg(long)]
+        name: String,
+        /// The gate: run with `sh -c` on every step; fixed for the whole run.
+        #[arg(long, allow_hyphen_values = true)]
+        gate_cmd: String,
+        /// At most this many laps (>= 1; above 200 is clamped).
+        #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
+        max_iterations: i64,
+        /// At most this many seconds from start (> 0; above 120 is clamped).
+        #[arg(long, default_value_t = 15.0, allow_hyphen_values = true)]
+        max_wallclock_s: f64,
+        /// Stop once the tokens reported by steps (plus ledger text) reach this (0 = unlimited).
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        max_tokens: i64,
+        /// Stop when the gate outcome (exit code and output) repeats for this many laps (0 = off).
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        no_progress_window: i64,
+    },
+    /// One lap of an agent-driven loop: run its gate command and let the engine decide.
+    Step {
+        run_id: String,
+        /// Tokens the agent spent on this lap's work (counted against max_tokens).
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        tokens: i64,
+        /// A short note recorded with the lap.
+        #[arg(long)]
+        note: Option<String>,
+    },
     /// Runs newest first, of one loop or of all.
     History {
         #[arg(long)]
@@ -80,7 +111,35 @@ impl LoopCommand {
                 loops::params::bounds(loops::DEMO_NAME, 1.0, *iterations, 10.0, 0.25, 0, 0).map(|_| ())
             }
             LoopCommand::History { name: Some(n), .. } => loops::params::validate_name(n),
+            LoopCommand::Start { .. } => self.start_params().map_or(Ok(()), |p| command::check_start(&p).map(|_| ())),
+            LoopCommand::Step { tokens, note, .. } => {
+                if *tokens < 0 {
+                    return Err(slm::Error::invalid("tokens", tokens, "must be an integer >= 0"));
+                }
+                match note {
+                    Some(n) if n.chars().count() > command::MAX_NOTE => {
+                        Err(slm::Error::invalid("note", n, "must be at most 2000 characters"))
+                    }
+                    _ => Ok(()),
+                }
+            }
             _ => Ok(()),
+        }
+    }
+
+    fn start_params(&self) -> Option<command::StartParams> {
+        match self {
+            LoopCommand::Start { name, gate_cmd, max_iterations, max_wallclock_s, max_tokens, no_progress_window } => {
+                Some(command::StartParams {
+                    name: name.clone(),
+                    gate_cmd: gate_cmd.clone(),
+                    max_iterations: *max_iterations,
+                    max_wallclock_s: *max_wallclock_s,
+                    max_tokens: *max_tokens,
+                    no_progress_window: *no_progress_window,
+                })
+            }
+            _ => None,
         }
     }
 
@@ -134,6 +193,42 @@ pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Resul
             let cancel = ctrl_c();
             let r = loops::run_memory_loop(engine, &params, &cancel, &mut |e| print_lap(e, json_out))?;
             Ok(finish(&r, json_out))
+        }
+        cmd @ LoopCommand::Start { .. } => {
+            let Some(p) = cmd.start_params() else { return Ok(0) };
+            let st = command::start(engine, &p)?;
+            if json_out {
+                println!("{}", json!(st));
+            } else {
+                println!("{}", st.run_id);
+                let l = &st.limits;
+                println!(
+                    "bounds: max_iterations {}, max_wallclock_s {} (until {}), max_tokens {}, no_progress_window {}",
+                    l.max_iterations, l.max_wallclock_s, st.deadline, l.max_tokens, l.no_progress_window
+                );
+                for c in &st.clamped {
+                    println!("clamped: {} {} -> {}", c.field, c.requested, c.applied);
+                }
+            }
+            Ok(0)
+        }
+        LoopCommand::Step { run_id, tokens, note } => {
+            let s = command::step(engine, &run_id, tokens, note.as_deref())?;
+            if json_out {
+                println!("{}", json!(s));
+            } else {
+                println!("lap {}: {}", s.lap, s.decision);
+                println!("{}", s.detail);
+                match &s.reason {
+                    Some(r) => println!("the loop is over ({}): {r}", s.status),
+                    None => println!("the loop goes on: do the next piece of work, then step again"),
+                }
+            }
+            Ok(match s.status.as_str() {
+                "running" | "converged" => 0,
+                "cancelled" => EXIT_CANCELLED,
+                _ => EXIT_BOUND,
+            })
         }
         LoopCommand::History { name, limit } => {
             let h = loops::history(engine, name.as_deref(), limit)?;

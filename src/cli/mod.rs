@@ -104,6 +104,9 @@ enum Command {
     /// Bounded loops: wait for a gate to pass, under hard bounds, with a durable ledger.
     #[command(subcommand)]
     Loop(loops::LoopCommand),
+    /// Where the agent plugin lives, to install it in Claude Code or Codex.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// Precompute the optimised model files (scripts/setup.sh runs this once).
     #[command(hide = true)]
     PrepareModel,
@@ -112,6 +115,30 @@ enum Command {
         /// The .jsonl file ("-" for standard input).
         file: PathBuf,
     },
+}
+
+#[derive(Subcommand, Debug)]
+enum PluginCommand {
+    /// Print the path of the Claude Code plugin (or, with --codex, of the Codex skill).
+    Path {
+        /// The Codex skill folder instead of the Claude Code plugin.
+        #[arg(long)]
+        codex: bool,
+    },
+}
+
+/// The repository holding `plugin/` and `codex/`: walking up from the (symlink-resolved)
+/// executable, then from the working directory.
+fn plugin_root() -> slm::Result<PathBuf> {
+    let exe = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok());
+    let cwd = std::env::current_dir().ok();
+    exe.iter()
+        .filter_map(|p| p.parent().map(std::path::Path::to_path_buf))
+        .chain(cwd)
+        .find_map(|start| {
+            start.ancestors().find(|d| d.join("plugin/.claude-plugin/plugin.json").is_file()).map(|d| d.to_path_buf())
+        })
+        .ok_or_else(|| Error::NotFound { what: "plugin folder", id: "plugin/.claude-plugin/plugin.json near the slm binary".into() })
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -195,6 +222,15 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             out.status(&open(g)?.status()?);
         }
         Command::Import { file } => return import(g, &out, &file),
+        Command::Plugin(PluginCommand::Path { codex }) => {
+            let root = plugin_root()?;
+            let path = if codex { root.join("codex/skills/slm-loop") } else { root.join("plugin") };
+            if g.json {
+                println!("{}", json!({"path": path, "marketplace": root}));
+            } else {
+                println!("{}", path.display());
+            }
+        }
         Command::PrepareModel => {
             let files = slm::embed::ModelFiles::locate()?;
             let path = slm::embed::prepare_optimized_model(&files).map_err(|message| Error::Model { message })?;

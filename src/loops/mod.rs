@@ -8,6 +8,7 @@
 //! This module knows nothing of the CLI, MCP or dashboard: they call [`run_memory_loop`],
 //! [`demo`], [`history`], [`show`] and [`cancel`] and print what comes back.
 
+pub mod command;
 pub mod gate;
 pub mod ledger;
 pub mod params;
@@ -185,6 +186,15 @@ pub struct CancelOutcome {
 
 /// Asks a running run (in any process) to stop; it ends `cancelled` at its next check.
 pub fn cancel(engine: &Engine, run_id: &str) -> Result<CancelOutcome> {
+    // An agent-driven run has no process polling for the flag: end it here.
+    let row = engine.store().run_get(run_id)?; // the store guard ends here: no re-entry below
+    if let Some(row) = row {
+        if command::is_command_run(&row) {
+            let ended = engine.store().run_end_if_running(run_id, "cancelled", "cancelled by slm loop cancel")?;
+            let status = if ended { "cancelled".to_string() } else { row.status };
+            return Ok(CancelOutcome { run_id: run_id.to_string(), requested: ended, status });
+        }
+    }
     let status = engine
         .store()
         .run_request_cancel(run_id)?

@@ -10,7 +10,7 @@
 mod ledger;
 mod schema;
 
-pub use ledger::{LapRow, RunRow};
+pub use ledger::{LapRow, RunRow, StepWrite};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -3,6 +3,7 @@
 //! They run the real `slm` binary as a subprocess against a real SQLite file in a temporary
 //! data root, with the real model installed by `scripts/setup.sh`.
 
+mod agent_loops;
 mod common;
 mod concurrency;
 mod errors;
@@ -12,4 +13,5 @@ mod mcp_inproc;
 mod mcp_python;
 mod mcp_stdio;
 mod memory_cli;
+mod plugin;
 mod setup;
