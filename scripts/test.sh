@@ -19,6 +19,18 @@ if ! target/pyenv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m
   target/pyenv/bin/pip install --quiet --disable-pip-version-check "$MCP_SDK"
 fi
 
+# Debian's Chromium and playwright-core (no browser download) for the dashboard browser test.
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing Debian's chromium"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+if [ ! -d tests/browser/node_modules/playwright-core ]; then
+  echo "== installing playwright-core (npm ci)"
+  (cd tests/browser && npm ci --no-audit --no-fund --silent)
+fi
+
 echo "== build"
 cargo build --release --locked
 target/release/slm prepare-model >/dev/null
@@ -30,7 +42,7 @@ if [ -z "${SLM_BENCH_SKIP:-${SLM_SKIP_BENCH:-}}" ]; then
   echo "== benchmarks (short run)"
   # grep hides criterion's chatter; a failing bench still fails the run (PIPESTATUS).
   SLM_BENCH_HNSW_N="${SLM_BENCH_HNSW_N:-20000}" \
-    cargo bench --locked --bench recall --bench gate --bench mcp -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
+    cargo bench --locked --bench recall --bench gate --bench mcp --bench dashboard -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
     | grep -E '^[a-z_0-9.]+/|time:|thrpt:|^hnsw:|^process:|^embed:|^gate:|^mcp:|skipped' || true
   [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "benchmarks failed" >&2; exit 1; }
 fi

@@ -20,6 +20,7 @@
 //! ```
 
 pub mod embed;
+pub mod dashboard;
 pub mod engine;
 mod error;
 pub mod import;

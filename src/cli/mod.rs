@@ -104,6 +104,21 @@ enum Command {
     /// Bounded loops: wait for a gate to pass, under hard bounds, with a durable ledger.
     #[command(subcommand)]
     Loop(loops::LoopCommand),
+    /// A local, read-only web page of memories and loops (live while a run is going).
+    Dashboard {
+        /// Port to listen on (0 = any free port).
+        #[arg(long, default_value_t = slm::dashboard::DEFAULT_PORT)]
+        port: u16,
+        /// Address to bind; anything but loopback needs --allow-remote.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
+        /// Allow a non-loopback --bind (the page shows every memory).
+        #[arg(long)]
+        allow_remote: bool,
+        /// Open the page in the default browser.
+        #[arg(long)]
+        open: bool,
+    },
     /// Where the agent plugin lives, to install it in Claude Code or Codex.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -222,6 +237,13 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             out.status(&open(g)?.status()?);
         }
         Command::Import { file } => return import(g, &out, &file),
+        Command::Dashboard { port, bind, allow_remote, open: open_browser } => {
+            let o = slm::dashboard::Options { bind, port, allow_remote, open: open_browser };
+            slm::dashboard::check_bind(&o)?;
+            crate::SERVER_MODE.store(true, std::sync::atomic::Ordering::Release);
+            let root = DataRoot::resolve(g.data_dir.clone())?;
+            slm::dashboard::serve(&root, &o, Arc::new(OnnxEmbedder::locate()))?;
+        }
         Command::Plugin(PluginCommand::Path { codex }) => {
             let root = plugin_root()?;
             let path = if codex { root.join("codex/skills/slm-loop") } else { root.join("plugin") };

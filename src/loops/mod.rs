@@ -111,6 +111,20 @@ pub struct LapView {
     pub budget: serde_json::Value,
 }
 
+impl From<crate::storage::LapRow> for LapView {
+    fn from(l: crate::storage::LapRow) -> Self {
+        LapView {
+            lap: l.lap,
+            ts: l.ts,
+            decision: l.decision,
+            passed: l.passed,
+            detail: l.detail,
+            score: l.score,
+            budget: serde_json::from_str(&l.budget).unwrap_or(serde_json::Value::Null),
+        }
+    }
+}
+
 /// A run with its laps.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Show {
@@ -123,7 +137,7 @@ pub struct Show {
 
 /// The status to show for a stored run: a `running` run whose process is gone is
 /// `interrupted`. Computed on read, so reads never write.
-fn effective_status(row: &crate::storage::RunRow) -> String {
+pub fn effective_status(row: &crate::storage::RunRow) -> String {
     if row.status == "running" && !ledger::is_alive(row.pid, row.proc_start) {
         Status::Interrupted.as_str().to_string()
     } else {
@@ -158,19 +172,7 @@ pub fn show(engine: &Engine, run_id: &str, limit: usize) -> Result<Show> {
     crate::memory::validate_limit("limit", limit, 10_000)?;
     let store = engine.store();
     let run = store.run_get(run_id)?.ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
-    let laps = store
-        .run_laps(run_id, limit)?
-        .into_iter()
-        .map(|l| LapView {
-            lap: l.lap,
-            ts: l.ts,
-            decision: l.decision,
-            passed: l.passed,
-            detail: l.detail,
-            score: l.score,
-            budget: serde_json::from_str(&l.budget).unwrap_or(serde_json::Value::Null),
-        })
-        .collect();
+    let laps = store.run_laps(run_id, limit)?.into_iter().map(LapView::from).collect();
     Ok(Show { run_id: run.run_id.clone(), name: run.name.clone(), status: effective_status(&run), reason: run.reason.clone(), laps })
 }
 

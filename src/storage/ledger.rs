@@ -207,17 +207,72 @@ impl Store {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
     }
 
+    /// A page of runs newest first (by start order), of one loop or of all, with their rowids
+    /// so the next page can start `before` the last one.
+    pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<(i64, RunRow)>> {
+        let filter = if name.is_some() { "name = ?1" } else { "?1 = ?1" };
+        let sql = format!(
+            "SELECT rowid, {RUN_COLUMNS} FROM loop_runs WHERE {filter} AND rowid < ?2 ORDER BY rowid DESC LIMIT ?3"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![name.unwrap_or(""), before.unwrap_or(i64::MAX), limit as i64], |r| {
+                let rowid: i64 = r.get(0)?;
+                // run_row reads columns from 0; shift by building the row by hand.
+                Ok((
+                    rowid,
+                    RunRow {
+                        run_id: r.get(1)?,
+                        name: r.get(2)?,
+                        params: r.get(3)?,
+                        status: r.get(4)?,
+                        reason: r.get(5)?,
+                        laps: r.get(6)?,
+                        started_at: r.get(7)?,
+                        ended_at: r.get(8)?,
+                        pid: r.get(9)?,
+                        proc_start: r.get(10)?,
+                        result: r.get(11)?,
+                        state: r.get(12)?,
+                    },
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+    }
+
+    /// Every loop name with its number of runs and its newest run id, by newest run first.
+    pub fn loop_names(&self, limit: usize) -> Result<Vec<(String, i64, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT name, n, (SELECT run_id FROM loop_runs WHERE rowid = last)
+                 FROM (SELECT name, count(*) AS n, max(rowid) AS last FROM loop_runs GROUP BY name)
+                 ORDER BY last DESC LIMIT ?1",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+    }
+
     /// The first `limit` laps of a run, in lap order.
     pub fn run_laps(&self, run_id: &str, limit: usize) -> Result<Vec<LapRow>> {
+        self.run_laps_after(run_id, 0, limit)
+    }
+
+    /// Up to `limit` laps of a run numbered above `after`, in lap order.
+    pub fn run_laps_after(&self, run_id: &str, after: i64, limit: usize) -> Result<Vec<LapRow>> {
         let mut stmt = self
             .conn
             .prepare_cached(
                 "SELECT lap, ts, decision, passed, detail, score, budget, memory_id FROM loop_laps
-                 WHERE run_id = ?1 ORDER BY lap LIMIT ?2",
+                 WHERE run_id = ?1 AND lap > ?3 ORDER BY lap LIMIT ?2",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map(params![run_id, limit as i64], |r| {
+            .query_map(params![run_id, limit as i64, after], |r| {
                 Ok(LapRow {
                     lap: r.get(0)?,
                     ts: r.get(1)?,

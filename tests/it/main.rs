@@ -6,6 +6,7 @@
 mod agent_loops;
 mod common;
 mod concurrency;
+mod dashboard;
 mod errors;
 mod import;
 mod loops;
