@@ -232,6 +232,36 @@ impl Engine {
     /// Stores rows of `kind` whose content and tags are already validated and normalised.
     /// Used by `remember` and by the loop ledger.
     pub fn insert_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
+        self.write_rows(kind, rows, true)
+    }
+
+    /// Stores rows without embedding them (no model load): a later [`Engine::backfill_pending`]
+    /// adds their vectors, and until then recall embeds them on the fly. Only for ledger laps,
+    /// which no gate ever reads, so a missing vector can never change a gate's decision.
+    pub fn insert_pending(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
+        self.write_rows(kind, rows, false)
+    }
+
+    /// Embeds and stores the vectors of up to `max` rows stored without one; returns how many.
+    pub fn backfill_pending(&self, max: usize) -> Result<usize> {
+        let mut done = 0;
+        while done < max {
+            let rows = self.store().pending_rows(64.min(max - done))?;
+            if rows.is_empty() {
+                break;
+            }
+            let texts: Vec<&str> = rows.iter().map(|(_, c)| c.as_str()).collect();
+            let vectors = self.embedder.embed(&texts)?;
+            let mut store = self.store();
+            for ((id, _), v) in rows.iter().zip(&vectors) {
+                store.set_embedding(*id, v)?;
+            }
+            done += rows.len();
+        }
+        Ok(done)
+    }
+
+    fn write_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)], embed: bool) -> Result<Vec<Remembered>> {
         // Skip the model for rows already stored: a dedup costs a lookup, not an inference.
         let keys: Vec<[u8; 32]> = rows.iter().map(|(c, t)| dedup_key(kind, c, t)).collect();
         let mut known = Vec::with_capacity(rows.len());
@@ -243,7 +273,7 @@ impl Engine {
         }
         let fresh: Vec<usize> = (0..rows.len()).filter(|&i| known[i].is_none()).collect();
         let texts: Vec<&str> = fresh.iter().map(|&i| rows[i].0).collect();
-        let vectors = self.embedder.embed(&texts)?;
+        let vectors = if embed { self.embedder.embed(&texts)? } else { vec![Vec::new(); texts.len()] };
         let new_rows: Vec<NewRow<'_>> = fresh
             .iter()
             .zip(&vectors)
@@ -312,6 +342,7 @@ impl Engine {
                     None => exact::top_k(&set, qv, limit, &filter),
                 }
             };
+            let candidates = if include_laps { self.with_pending(candidates, qv, limit, &filter)? } else { candidates };
             let ids: Vec<i64> = candidates.iter().map(|s| s.id).collect();
             let rows = self.store().get_many(&ids)?;
             if rows.len() == ids.len() {
@@ -324,6 +355,30 @@ impl Engine {
         }
     }
 
+    /// Adds rows stored without a vector (ledger laps awaiting their backfill) to a candidate
+    /// list: their vector if it has been stored since, else embedded now from their content.
+    fn with_pending(&self, mut candidates: Vec<Scored>, qv: &[f32], limit: usize, filter: &Filter<'_>) -> Result<Vec<Scored>> {
+        let pending: Vec<i64> = {
+            let set = self.vectors.read().unwrap_or_else(|p| p.into_inner());
+            set.pending().filter(|id| filter.only_ids.is_none_or(|only| only.binary_search(id).is_ok())).collect()
+        };
+        if pending.is_empty() {
+            return Ok(candidates);
+        }
+        let rows = self.store().vectors_or_content(&pending)?;
+        let (ready, todo): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(_, blob, _)| !blob.is_empty());
+        for (id, blob, _) in ready {
+            let score = crate::spaces::cosine(qv, &crate::spaces::from_blob(&blob)?);
+            candidates.push(Scored { id, score });
+        }
+        let texts: Vec<&str> = todo.iter().map(|(_, _, c)| c.as_str()).collect();
+        for ((id, _, _), v) in todo.iter().zip(self.embedder.embed(&texts)?) {
+            candidates.push(Scored { id: *id, score: crate::spaces::cosine(qv, &v) });
+        }
+        candidates.retain(|s| s.score >= filter.min_score);
+        Ok(exact::truncate_best(candidates, limit))
+    }
+
     /// The HNSW graph to use for this search, if this process keeps one; starts a background
     /// (re)build when the store is large enough or the exactly-scanned tail has grown.
     fn hnsw_for(&self, set: &VectorSet, wanted: bool) -> Option<Arc<HnswState>> {
@@ -334,7 +389,7 @@ impl Engine {
         let state = self.hnsw.read().unwrap_or_else(|p| p.into_inner()).clone();
         let needs_build = match &state {
             Some(st) => {
-                let tail = set.len() - tail_start(set, st.built_upto);
+                let tail = set.len() - set.first_after(st.built_upto);
                 tail >= REBUILD_TAIL.max(st.index.len() / 10)
             }
             None => set.len() >= min && set.count_kind(Kind::Memory) >= min,
@@ -437,19 +492,11 @@ impl Engine {
     }
 }
 
-/// The position of the first row newer than `upto`.
-fn tail_start(set: &VectorSet, upto: i64) -> usize {
-    match set.position(upto) {
-        Some(p) => p + 1,
-        None => (0..set.len()).find(|&p| set.get(p).0 > upto).unwrap_or(set.len()),
-    }
-}
-
 /// HNSW candidates plus every row newer than the graph, all rescored exactly.
 fn rescore(set: &VectorSet, h: &HnswState, qv: &[f32], want: usize, filter: &Filter<'_>) -> Vec<Scored> {
     let k = want * 2 + 10;
     let graph = h.index.candidates(qv, k, HNSW_EF.max(k)).into_iter().filter_map(|id| set.position(id));
-    let tail = tail_start(set, h.built_upto)..set.len();
+    let tail = set.first_after(h.built_upto)..set.len();
     let hits = graph
         .chain(tail)
         .filter_map(|p| exact::score_at(set, p, qv, filter))
@@ -539,6 +586,32 @@ mod tests {
         q.tags.clear();
         q.include_laps = true;
         assert_eq!(e.recall(&q).unwrap().hits.len(), 2);
+    }
+
+    #[test]
+    fn rows_stored_without_vectors_are_recalled_and_backfilled() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        let tags = vec!["loop".to_string(), "loop:agent".to_string()];
+        let id = e.insert_pending(Kind::Lap, &[("loop agent lap 1: gate command failed", tags.clone())]).unwrap()[0].id;
+        e.remember("an unrelated memory", &[]).unwrap();
+        let mut q = RecallQuery::new("gate command failed");
+        q.tags = vec!["loop:agent".into()];
+        let want = crate::spaces::cosine(&HashEmbedder::vector("gate command failed"), &HashEmbedder::vector("loop agent lap 1: gate command failed"));
+        let before = e.recall(&q).unwrap().hits;
+        assert_eq!(before.len(), 1);
+        assert_eq!(before[0].id, id);
+        assert!((before[0].score - want).abs() < 1e-6, "embedded on the fly");
+        // Not visible without laps, even pending.
+        assert!(top_ids(&e, "gate command failed", 10).iter().all(|i| *i != id));
+        assert_eq!(e.backfill_pending(100).unwrap(), 1);
+        assert_eq!(e.backfill_pending(100).unwrap(), 0);
+        assert!(e.store().pending_rows(10).unwrap().is_empty());
+        let after = e.recall(&q).unwrap().hits;
+        assert!((after[0].score - want).abs() < 1e-6, "the stored vector gives the same score");
+        // A fresh process sees it as an ordinary row.
+        let fresh = engine(tmp.path());
+        assert_eq!(fresh.recall(&q).unwrap().hits[0].id, id);
     }
 
     #[test]

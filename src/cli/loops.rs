@@ -214,6 +214,7 @@ pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Resul
         }
         LoopCommand::Step { run_id, tokens, note } => {
             let s = command::step(engine, &run_id, tokens, note.as_deref())?;
+            spawn_backfill(engine);
             if json_out {
                 println!("{}", json!(s));
             } else {
@@ -289,6 +290,23 @@ pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Resul
             Ok(0)
         }
     }
+}
+
+/// Starts `slm embed-pending` in the background, detached, to add the vectors of the ledger
+/// memories this step stored without one. Best effort: if it cannot start, recall still
+/// embeds those rows on the fly.
+fn spawn_backfill(engine: &Engine) {
+    use std::os::unix::process::CommandExt;
+    let Ok(exe) = std::env::current_exe() else { return };
+    let _ = std::process::Command::new(exe)
+        .arg("--data-dir")
+        .arg(engine.data_dir())
+        .arg("embed-pending")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
 }
 
 fn print_lap(e: &LapEvent, json_out: bool) {

@@ -122,6 +122,9 @@ enum Command {
     /// Where the agent plugin lives, to install it in Claude Code or Codex.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Embed rows stored without a vector (agent-driven ledger laps); `loop step` starts this.
+    #[command(hide = true)]
+    EmbedPending,
     /// Precompute the optimised model files (scripts/setup.sh runs this once).
     #[command(hide = true)]
     PrepareModel,
@@ -251,6 +254,12 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
                 println!("{}", json!({"path": path, "marketplace": root}));
             } else {
                 println!("{}", path.display());
+            }
+        }
+        Command::EmbedPending => {
+            let n = open(g)?.backfill_pending(usize::MAX)?;
+            if g.json {
+                println!("{}", json!({"embedded": n}));
             }
         }
         Command::PrepareModel => {

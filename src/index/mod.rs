@@ -33,6 +33,9 @@ pub struct VectorSet {
     data: Vec<f32>,
     /// Ids known to be forgotten; skipped by every scan.
     removed: HashSet<i64>,
+    /// Rows stored without a vector yet (agent-driven ledger laps, embedded later by a
+    /// background `slm embed-pending`); recall scores them from the store instead.
+    pending: std::collections::BTreeSet<i64>,
     /// Largest id loaded so far.
     last_id: i64,
 }
@@ -46,16 +49,20 @@ impl VectorSet {
     /// Loads every row stored since the last refresh; returns how many arrived.
     pub fn refresh(&mut self, store: &Store) -> Result<usize> {
         let before = self.ids.len();
-        let (ids, kinds, data) = (&mut self.ids, &mut self.kinds, &mut self.data);
+        let (ids, kinds, data, pending) = (&mut self.ids, &mut self.kinds, &mut self.data, &mut self.pending);
+        let mut last = self.last_id;
         store.vectors_after(self.last_id, None, &mut |id, kind, blob| {
+            last = id;
+            if blob.is_empty() {
+                pending.insert(id);
+                return Ok(());
+            }
             crate::spaces::extend_from_blob(data, blob)?;
             ids.push(id);
             kinds.push(kind);
             Ok(())
         })?;
-        if let Some(&last) = self.ids.last() {
-            self.last_id = last;
-        }
+        self.last_id = last;
         Ok(self.ids.len() - before)
     }
 
@@ -96,6 +103,16 @@ impl VectorSet {
     /// The id, kind and vector at a position.
     pub fn get(&self, pos: usize) -> (i64, Kind, &[f32]) {
         (self.ids[pos], self.kinds[pos], &self.data[pos * DIM..(pos + 1) * DIM])
+    }
+
+    /// The position of the first row with an id above `id` (`len()` when there is none).
+    pub fn first_after(&self, id: i64) -> usize {
+        self.ids.partition_point(|&x| x <= id)
+    }
+
+    /// Rows seen without a vector (not yet embedded), ascending.
+    pub fn pending(&self) -> impl Iterator<Item = i64> + '_ {
+        self.pending.iter().copied().filter(|id| !self.removed.contains(id))
     }
 
     /// The position of `id`, if held.

@@ -354,12 +354,14 @@ pub fn step(engine: &Engine, run_id: &str, tokens: i64, note: Option<&str>) -> R
     })?;
     drop(store);
 
-    // The ledger memory (embedded, so recall finds it) is written after the lap is decided,
-    // outside the write lock; like every ledger write it is fail-open.
+    // The ledger memory is written after the lap is decided, outside the write lock, and
+    // without its vector: loading the model would cost a step ~100 ms, so a background
+    // `slm embed-pending` (started by the CLI) adds it, and recall embeds it on the fly until
+    // then. Like every ledger write it is fail-open.
     let mut ledger_errors = 0;
     let mut tags = vec!["loop".to_string(), format!("loop:{name}"), format!("run:{}", &run_id[name.len() + 1..])];
     tags.sort();
-    match engine.insert_rows(Kind::Lap, &[(text.as_str(), tags)]) {
+    match engine.insert_pending(Kind::Lap, &[(text.as_str(), tags)]) {
         Ok(v) => {
             if let Some(m) = v.first() {
                 if engine.store().lap_set_memory(run_id, lap, m.id).is_err() {

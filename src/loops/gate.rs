@@ -74,11 +74,7 @@ impl<'e> MemoryGate<'e> {
             Some(self.engine.store().ids_with_all_tags_after(&self.tags, self.seen)?)
         };
         let set = self.engine.vectors();
-        let start = match set.position(self.seen) {
-            Some(p) => p + 1,
-            None if self.seen == 0 => 0,
-            None => (0..set.len()).find(|&p| set.get(p).0 > self.seen).unwrap_or(set.len()),
-        };
+        let start = set.first_after(self.seen);
         let filter = Filter { include_laps: false, only_ids: None, min_score: -1.0 };
         let consider = |p: usize, best: &mut Option<Scored>, eligible: &mut u64| {
             if let Some(s) = exact::score_at(&set, p, &self.query, &filter) {

@@ -289,6 +289,47 @@ impl Store {
         self.ids_with_all_tags_after(tags, 0)
     }
 
+    /// Rows stored without a vector yet: `(id, content)`, oldest first.
+    pub fn pending_rows(&self, limit: usize) -> Result<Vec<(i64, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, content FROM memories WHERE length(embedding) = 0 ORDER BY id LIMIT ?1")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt.query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+    }
+
+    /// Stores the vector of a row stored without one (no-op if another process did it first).
+    pub fn set_embedding(&mut self, id: i64, v: &[f32]) -> Result<bool> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE memories SET embedding = ?2 WHERE id = ?1 AND length(embedding) = 0",
+                params![id, crate::spaces::to_blob(v)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    /// For each id that exists: `(id, embedding bytes (empty if not embedded yet), content)`.
+    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT embedding, content FROM memories WHERE id = ?1")
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for &id in ids {
+            if let Some((blob, content)) = stmt
+                .query_row([id], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?)))
+                .optional()
+                .map_err(|e| self.err(e))?
+            {
+                out.push((id, blob, content));
+            }
+        }
+        Ok(out)
+    }
+
     /// Which of `ids` still exist (a cheap primary-key probe per id).
     pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
         let mut stmt = self.conn.prepare_cached("SELECT 1 FROM memories WHERE id = ?1").map_err(|e| self.err(e))?;

@@ -71,6 +71,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE loop_runs ADD COLUMN state TEXT;
     "#,
+    // v4: rows stored before their embedding (agent-driven ledger laps) are found by a small
+    // partial index, so the background backfill never scans the table.
+    r#"
+    CREATE INDEX memories_pending ON memories(id) WHERE length(embedding) = 0;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -60,9 +60,19 @@ fn converges_on_the_lap_where_the_gate_file_appears() {
     assert_eq!(laps.len(), 3);
     assert!(laps[0]["detail"].as_str().unwrap().contains("note: still working"));
     assert_eq!(root.json(&["loop", "history", "--name", "build"])["runs"][0]["laps"], 3);
-    // The laps are ledger memories, found by recall with the loop tag.
+    // The laps are ledger memories, found by recall with the loop tag, and a background
+    // `slm embed-pending` gives them their vectors.
     let hits = root.json(&["recall", "gate command passed", "--tag", "loop:build"]);
     assert_eq!(hits["hits"].as_array().unwrap().len(), 3);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let store = slm::storage::Store::open(&root.db_path()).unwrap();
+        if store.pending_rows(10).unwrap().is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "ledger laps were never embedded");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 #[test]
