@@ -27,6 +27,7 @@ pub mod import;
 pub mod index;
 pub mod loops;
 pub mod mcp;
+pub mod serve;
 pub mod memory;
 pub mod spaces;
 pub mod storage;

@@ -11,7 +11,7 @@ pub mod api;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use crate::engine::{DataRoot, Engine, HNSW_MIN};
+use crate::engine::DataRoot;
 use crate::{Error, Result};
 
 /// Default port.
@@ -43,12 +43,7 @@ pub fn check_bind(o: &Options) -> Result<()> {
 /// Serves until Ctrl-C. Prints `dashboard: http://ADDR:PORT/` on stdout once listening.
 pub fn serve(root: &DataRoot, o: &Options, embedder: Arc<dyn crate::embed::Embedder>) -> Result<()> {
     check_bind(o)?;
-    let engine = Arc::new(Engine::open(root, embedder)?.with_background_index(HNSW_MIN));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    let (engine, runtime) = crate::serve::long_lived(root, embedder)?;
     runtime.block_on(async move {
         let addr = SocketAddr::new(o.bind, o.port);
         let listener = tokio::net::TcpListener::bind(addr)

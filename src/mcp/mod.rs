@@ -15,17 +15,12 @@ use rmcp::ServiceExt;
 pub use profile::Profile;
 pub use server::SlmServer;
 
-use crate::engine::{DataRoot, Engine, HNSW_MIN};
+use crate::engine::DataRoot;
 use crate::{Error, Result};
 
 /// Serves MCP on stdin/stdout until stdin closes.
 pub fn serve_stdio(root: &DataRoot, profile: Profile, embedder: Arc<dyn crate::embed::Embedder>) -> Result<()> {
-    let engine = Arc::new(Engine::open(root, embedder)?.with_background_index(HNSW_MIN));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    let (engine, runtime) = crate::serve::long_lived(root, embedder)?;
     let result = runtime.block_on(async move {
         let server = SlmServer::new(engine, profile);
         let running = server

@@ -211,31 +211,14 @@ impl Store {
     /// so the next page can start `before` the last one.
     pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<(i64, RunRow)>> {
         let filter = if name.is_some() { "name = ?1" } else { "?1 = ?1" };
+        // rowid comes last, after the columns `run_row` reads by position.
         let sql = format!(
-            "SELECT rowid, {RUN_COLUMNS} FROM loop_runs WHERE {filter} AND rowid < ?2 ORDER BY rowid DESC LIMIT ?3"
+            "SELECT {RUN_COLUMNS}, rowid FROM loop_runs WHERE {filter} AND rowid < ?2 ORDER BY rowid DESC LIMIT ?3"
         );
         let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map(params![name.unwrap_or(""), before.unwrap_or(i64::MAX), limit as i64], |r| {
-                let rowid: i64 = r.get(0)?;
-                // run_row reads columns from 0; shift by building the row by hand.
-                Ok((
-                    rowid,
-                    RunRow {
-                        run_id: r.get(1)?,
-                        name: r.get(2)?,
-                        params: r.get(3)?,
-                        status: r.get(4)?,
-                        reason: r.get(5)?,
-                        laps: r.get(6)?,
-                        started_at: r.get(7)?,
-                        ended_at: r.get(8)?,
-                        pid: r.get(9)?,
-                        proc_start: r.get(10)?,
-                        result: r.get(11)?,
-                        state: r.get(12)?,
-                    },
-                ))
+                Ok((r.get(12)?, run_row(r)?))
             })
             .map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
