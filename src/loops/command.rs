@@ -404,6 +404,14 @@ fn step_reason(s: Status, lap: i64, detail: &str, l: &LimitsRecord, tokens: u64)
     }
 }
 
+/// True when an agent-driven run is still `running` but its deadline has passed: its agent
+/// stopped stepping. Shown as `max_wallclock` (the status its next step would record).
+pub fn expired(row: &RunRow) -> bool {
+    row.status == "running"
+        && serde_json::from_str::<CommandParams>(&row.params)
+            .is_ok_and(|c| c.gate == "command" && now_ms() > c.deadline_ms)
+}
+
 /// True when a stored run is agent-driven.
 pub fn is_command_run(row: &RunRow) -> bool {
     serde_json::from_str::<CommandParams>(&row.params).is_ok_and(|c| c.gate == "command")

@@ -136,9 +136,12 @@ pub struct Show {
 }
 
 /// The status to show for a stored run: a `running` run whose process is gone is
-/// `interrupted`. Computed on read, so reads never write.
+/// `interrupted`; an agent-driven run past its deadline is `max_wallclock`. Computed on read,
+/// so reads never write.
 pub fn effective_status(row: &crate::storage::RunRow) -> String {
-    if row.status == "running" && !ledger::is_alive(row.pid, row.proc_start) {
+    if command::expired(row) {
+        Status::MaxWallclock.as_str().to_string()
+    } else if row.status == "running" && !ledger::is_alive(row.pid, row.proc_start) {
         Status::Interrupted.as_str().to_string()
     } else {
         row.status.clone()

@@ -106,6 +106,21 @@ fn a_gate_that_sleeps_past_the_deadline_is_killed_with_its_group() {
 }
 
 #[test]
+fn an_abandoned_run_shows_max_wallclock_after_its_deadline() {
+    let root = Root::new();
+    let run = start(&root, "abandoned", "exit 1", &["--max-wallclock-s", "0.5"]);
+    assert_eq!(root.json(&["loop", "history", "--name", "abandoned"])["runs"][0]["final_status"], "running");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert_eq!(root.json(&["loop", "history", "--name", "abandoned"])["runs"][0]["final_status"], "max_wallclock");
+    // A late step records the deadline lap without running the gate, then the run is over.
+    let (out, v) = step(&root, &run, &[]);
+    expect_exit(&out, 3, "late step");
+    assert_eq!(v["decision"], "max_wallclock");
+    assert_eq!(v["timed_out"], true);
+    expect_exit(&root.run(&["loop", "step", &run]), 1, "after the end");
+}
+
+#[test]
 fn reported_tokens_and_identical_outcomes_stop_the_run() {
     let root = Root::new();
     let run = start(&root, "tokens", "exit 1", &["--max-tokens", "500"]);
