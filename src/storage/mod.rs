@@ -39,6 +39,23 @@ pub struct NewRow<'a> {
     pub embedding: &'a [f32],
 }
 
+/// Retries `f` while SQLite reports the database busy or locked (up to ~10 s).
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if tries < 200
+                    && matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
+            {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Visits stored vectors: `(id, kind, little-endian f32 bytes)`.
 pub type VectorVisitor<'v> = dyn FnMut(i64, Kind, &[u8]) -> Result<()> + 'v;
 
@@ -69,8 +86,10 @@ impl Store {
         let db_err = |source| Error::Database { path: path.to_path_buf(), source };
         let conn = Connection::open_with_flags(path, flags).map_err(db_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
-        // journal_mode=WAL is persistent and a no-op once set; it needs the lock only the first time.
-        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(db_err)?;
+        // journal_mode=WAL is persistent and a no-op once set; it needs the lock only the first
+        // time, and when several processes open a fresh data root at once SQLite can answer
+        // BUSY without consulting the busy handler, so retry for a while.
+        let mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))).map_err(db_err)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(Error::Corrupt(format!("{}: cannot switch to WAL mode (got {mode})", path.display())));
         }
