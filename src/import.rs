@@ -44,60 +44,90 @@ pub struct ImportSummary {
     pub skipped: Vec<SkippedLine>,
 }
 
+/// Collects validated items into batches and writes each batch, counting what happened.
+struct Batcher<'e> {
+    engine: &'e Engine,
+    batch: Vec<(String, Vec<String>)>,
+    summary: ImportSummary,
+}
+
+impl<'e> Batcher<'e> {
+    fn new(engine: &'e Engine) -> Self {
+        Batcher { engine, batch: Vec::with_capacity(BATCH), summary: ImportSummary::default() }
+    }
+
+    /// Takes item number `line` (1-based): validated, it joins the batch; otherwise it is
+    /// reported. Returns true when a full batch was written.
+    fn push(&mut self, line: usize, item: std::result::Result<(String, Vec<String>), String>) -> Result<bool> {
+        self.summary.lines += 1;
+        match item.and_then(|(content, tags)| validate(content, &tags)) {
+            Ok(item) => self.batch.push(item),
+            Err(error) => self.summary.skipped.push(SkippedLine { line, error }),
+        }
+        if self.batch.len() < BATCH {
+            return Ok(false);
+        }
+        self.flush()?;
+        Ok(true)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let items: Vec<(&str, Vec<String>)> = self.batch.iter().map(|(c, t)| (c.as_str(), t.clone())).collect();
+        for r in self.engine.insert_rows(memory::Kind::Memory, &items)? {
+            if r.deduped {
+                self.summary.deduped += 1;
+            } else {
+                self.summary.imported += 1;
+            }
+        }
+        self.batch.clear();
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<ImportSummary> {
+        self.flush()?;
+        Ok(self.summary)
+    }
+}
+
+fn validate(content: String, tags: &[String]) -> std::result::Result<(String, Vec<String>), String> {
+    memory::validate_content("content", &content).map_err(|e| e.to_string())?;
+    let tags = memory::normalize_tags(tags).map_err(|e| e.to_string())?;
+    Ok((content, tags))
+}
+
+/// Imports `(content, tags)` items (numbered from 1 in the summary): the same validation,
+/// batching and summary as a JSON Lines import, for callers that already hold the items.
+pub fn import_items(engine: &Engine, items: impl IntoIterator<Item = (String, Vec<String>)>) -> Result<ImportSummary> {
+    let mut b = Batcher::new(engine);
+    for (i, item) in items.into_iter().enumerate() {
+        b.push(i + 1, Ok(item))?;
+    }
+    b.finish()
+}
+
 /// Imports every line of `reader`; `progress` is called with the bytes consumed so far.
 pub fn import_jsonl(engine: &Engine, reader: impl BufRead, progress: &mut dyn FnMut(u64)) -> Result<ImportSummary> {
-    let mut summary = ImportSummary::default();
-    let mut batch: Vec<(String, Vec<String>)> = Vec::with_capacity(BATCH);
+    let mut b = Batcher::new(engine);
     let mut consumed = 0u64;
     for (i, line) in reader.split(b'\n').enumerate() {
-        let line_no = i + 1;
         let raw = line.map_err(|e| crate::Error::io("cannot read the import file", e))?;
         consumed += raw.len() as u64 + 1;
-        let text = match std::str::from_utf8(&raw) {
-            Ok(t) => t.trim(),
-            Err(e) => {
-                summary.lines += 1;
-                summary.skipped.push(SkippedLine { line: line_no, error: format!("not UTF-8: {e}") });
-                continue;
-            }
+        let item = match std::str::from_utf8(&raw) {
+            Ok(t) if t.trim().is_empty() => continue,
+            Ok(t) => serde_json::from_str::<Line>(t.trim())
+                .map(|l| (l.content, l.tags))
+                .map_err(|e| format!("invalid JSON object: {e}")),
+            Err(e) => Err(format!("not UTF-8: {e}")),
         };
-        if text.is_empty() {
-            continue;
-        }
-        summary.lines += 1;
-        match parse_line(text) {
-            Ok(item) => batch.push(item),
-            Err(error) => summary.skipped.push(SkippedLine { line: line_no, error }),
-        }
-        if batch.len() == BATCH {
-            flush(engine, &mut batch, &mut summary)?;
+        if b.push(i + 1, item)? {
             progress(consumed);
         }
     }
-    flush(engine, &mut batch, &mut summary)?;
+    let summary = b.finish()?;
     progress(consumed);
     Ok(summary)
-}
-
-fn parse_line(text: &str) -> std::result::Result<(String, Vec<String>), String> {
-    let line: Line = serde_json::from_str(text).map_err(|e| format!("invalid JSON object: {e}"))?;
-    memory::validate_content("content", &line.content).map_err(|e| e.to_string())?;
-    let tags = memory::normalize_tags(&line.tags).map_err(|e| e.to_string())?;
-    Ok((line.content, tags))
-}
-
-fn flush(engine: &Engine, batch: &mut Vec<(String, Vec<String>)>, summary: &mut ImportSummary) -> Result<()> {
-    if batch.is_empty() {
-        return Ok(());
-    }
-    let items: Vec<(&str, Vec<String>)> = batch.iter().map(|(c, t)| (c.as_str(), t.clone())).collect();
-    for r in engine.insert_rows(memory::Kind::Memory, &items)? {
-        if r.deduped {
-            summary.deduped += 1;
-        } else {
-            summary.imported += 1;
-        }
-    }
-    batch.clear();
-    Ok(())
 }

@@ -112,17 +112,7 @@ impl LoopCommand {
             }
             LoopCommand::History { name: Some(n), .. } => loops::params::validate_name(n),
             LoopCommand::Start { .. } => self.start_params().map_or(Ok(()), |p| command::check_start(&p).map(|_| ())),
-            LoopCommand::Step { tokens, note, .. } => {
-                if *tokens < 0 {
-                    return Err(slm::Error::invalid("tokens", tokens, "must be an integer >= 0"));
-                }
-                match note {
-                    Some(n) if n.chars().count() > command::MAX_NOTE => {
-                        Err(slm::Error::invalid("note", n, "must be at most 2000 characters"))
-                    }
-                    _ => Ok(()),
-                }
-            }
+            LoopCommand::Step { tokens, note, .. } => command::check_step_args(*tokens, note.as_deref()),
             _ => Ok(()),
         }
     }

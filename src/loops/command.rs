@@ -17,8 +17,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::ledger::{lap_text, new_run_id};
+use super::ledger::{lap_tags, lap_text, new_run_id};
 use super::params::{self, Clamp, Limits};
+use super::run::decide;
 use super::Status;
 use crate::engine::Engine;
 use crate::memory::{now_rfc3339, Kind};
@@ -63,17 +64,8 @@ pub struct Started {
 struct CommandParams {
     gate: String,
     gate_cmd: String,
-    limits: LimitsRecord,
+    limits: Limits,
     deadline_ms: i64,
-}
-
-/// The limits as stored (Limits is serialise-only).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct LimitsRecord {
-    max_iterations: i64,
-    max_wallclock_s: f64,
-    max_tokens: i64,
-    no_progress_window: i64,
 }
 
 /// Counters carried between steps (the `state` JSON).
@@ -202,12 +194,7 @@ pub fn start(engine: &Engine, p: &StartParams) -> Result<Started> {
     let record = CommandParams {
         gate: "command".into(),
         gate_cmd: p.gate_cmd.clone(),
-        limits: LimitsRecord {
-            max_iterations: limits.max_iterations,
-            max_wallclock_s: limits.max_wallclock_s,
-            max_tokens: limits.max_tokens,
-            no_progress_window: limits.no_progress_window,
-        },
+        limits: limits.clone(),
         deadline_ms,
     };
     let row = RunRow {
@@ -272,16 +259,20 @@ pub struct Stepped {
     pub ledger_errors: u64,
 }
 
-/// Runs one lap of an agent-driven run: the gate command, then the engine's decision.
-pub fn step(engine: &Engine, run_id: &str, tokens: i64, note: Option<&str>) -> Result<Stepped> {
+/// Validates a step's own arguments: tokens ≥ 0, a note of at most 2000 characters.
+pub fn check_step_args(tokens: i64, note: Option<&str>) -> Result<()> {
     if tokens < 0 {
         return Err(Error::invalid("tokens", tokens, "must be an integer >= 0"));
     }
-    if let Some(n) = note {
-        if n.chars().count() > MAX_NOTE {
-            return Err(Error::invalid("note", n, "must be at most 2000 characters"));
-        }
+    match note {
+        Some(n) if n.chars().count() > MAX_NOTE => Err(Error::invalid("note", n, "must be at most 2000 characters")),
+        _ => Ok(()),
     }
+}
+
+/// Runs one lap of an agent-driven run: the gate command, then the engine's decision.
+pub fn step(engine: &Engine, run_id: &str, tokens: i64, note: Option<&str>) -> Result<Stepped> {
+    check_step_args(tokens, note)?;
     let run = engine.store().run_get(run_id)?.ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
     let cp: CommandParams = serde_json::from_str(&run.params)
         .ok()
@@ -311,19 +302,7 @@ pub fn step(engine: &Engine, run_id: &str, tokens: i64, note: Option<&str>) -> R
         st.stalled = if st.last_digest.as_deref() == Some(digest.as_str()) { st.stalled + 1 } else { 0 };
         st.last_digest = Some(digest.clone());
         let now = now_ms();
-        let status = if passed {
-            Some(Status::Converged)
-        } else if lap >= l.max_iterations {
-            Some(Status::MaxIterations)
-        } else if l.max_tokens > 0 && st.tokens_used >= l.max_tokens as u64 {
-            Some(Status::MaxTokens)
-        } else if l.no_progress_window > 0 && st.stalled >= l.no_progress_window {
-            Some(Status::NoProgress)
-        } else if now >= cp.deadline_ms {
-            Some(Status::MaxWallclock)
-        } else {
-            None
-        };
+        let status = decide(&l, passed, lap, st.tokens_used, st.stalled, now >= cp.deadline_ms);
         let decision = status.map_or("continue", Status::as_str).to_string();
         let budget = json!({
             "tokens_used": st.tokens_used, "max_tokens": l.max_tokens,
@@ -359,9 +338,7 @@ pub fn step(engine: &Engine, run_id: &str, tokens: i64, note: Option<&str>) -> R
     // `slm embed-pending` (started by the CLI) adds it, and recall embeds it on the fly until
     // then. Like every ledger write it is fail-open.
     let mut ledger_errors = 0;
-    let mut tags = vec!["loop".to_string(), format!("loop:{name}"), format!("run:{}", &run_id[name.len() + 1..])];
-    tags.sort();
-    match engine.insert_pending(Kind::Lap, &[(text.as_str(), tags)]) {
+    match engine.insert_pending(Kind::Lap, &[(text.as_str(), lap_tags(&name, run_id))]) {
         Ok(v) => {
             if let Some(m) = v.first() {
                 if engine.store().lap_set_memory(run_id, lap, m.id).is_err() {
@@ -391,7 +368,7 @@ pub fn step(engine: &Engine, run_id: &str, tokens: i64, note: Option<&str>) -> R
     })
 }
 
-fn step_reason(s: Status, lap: i64, detail: &str, l: &LimitsRecord, tokens: u64) -> String {
+fn step_reason(s: Status, lap: i64, detail: &str, l: &Limits, tokens: u64) -> String {
     match s {
         Status::Converged => format!("the gate command passed on lap {lap}"),
         Status::MaxIterations => format!("stopped after {lap} laps (max_iterations); the gate never passed: {detail}"),

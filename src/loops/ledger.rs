@@ -19,6 +19,15 @@ pub fn lap_text(name: &str, lap: i64, detail: &str) -> String {
     format!("loop {name} lap {lap}: {detail}")
 }
 
+/// The tags of a lap's ledger memory: `loop`, `loop:<name>` and `run:<suffix>` (sorted, as the
+/// store keeps them). The run tag keeps identical lap texts of different runs apart.
+pub fn lap_tags(name: &str, run_id: &str) -> Vec<String> {
+    let suffix = run_id.strip_prefix(name).and_then(|r| r.strip_prefix('-')).unwrap_or(run_id);
+    let mut tags = vec!["loop".to_string(), format!("loop:{name}"), format!("run:{suffix}")];
+    tags.sort();
+    tags
+}
+
 /// A fresh run id: `<name>-<UTC time>-<6 hex>`.
 pub fn new_run_id(name: &str) -> String {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -61,9 +70,7 @@ impl<'e> Ledger<'e> {
     /// Records the run as `running` (fail-open).
     pub fn start(engine: &'e Engine, name: &str, params: &serde_json::Value) -> crate::Result<Self> {
         let run_id = new_run_id(name);
-        let suffix = run_id[name.len() + 1..].to_string();
-        let mut tags = vec!["loop".to_string(), format!("loop:{name}"), format!("run:{suffix}")];
-        tags.sort();
+        let tags = lap_tags(name, &run_id);
         let mut ledger = Ledger { engine, run_id, tags, errors: 0 };
         let pid = std::process::id();
         let row = RunRow {

@@ -76,7 +76,7 @@ impl LoopParams {
 }
 
 /// The bounds a run actually uses, after clamping.
-#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Limits {
     pub max_iterations: i64,
     pub max_wallclock_s: f64,

@@ -85,6 +85,26 @@ pub struct RunSpec<'a> {
     pub params: serde_json::Value,
 }
 
+/// The terminal status a lap reaches, if any, checked in SPEC §2's order: gate passed →
+/// `converged`; lap = max_iterations → `max_iterations`; tokens ≥ max_tokens (when set) →
+/// `max_tokens`; `stalled` ≥ no_progress_window (when set) → `no_progress`; deadline reached →
+/// `max_wallclock`. Shared by memory-gated runs and agent-driven steps.
+pub fn decide(l: &Limits, passed: bool, lap: i64, tokens: u64, stalled: i64, past_deadline: bool) -> Option<Status> {
+    if passed {
+        Some(Status::Converged)
+    } else if lap >= l.max_iterations {
+        Some(Status::MaxIterations)
+    } else if l.max_tokens > 0 && tokens >= l.max_tokens as u64 {
+        Some(Status::MaxTokens)
+    } else if l.no_progress_window > 0 && stalled >= l.no_progress_window {
+        Some(Status::NoProgress)
+    } else if past_deadline {
+        Some(Status::MaxWallclock)
+    } else {
+        None
+    }
+}
+
 /// Runs a loop to a terminal status. Invalid input must have been rejected before (see
 /// [`super::params`]); errors returned here are internal failures of the gate.
 pub fn run(
@@ -113,19 +133,7 @@ pub fn run(
         if let Some(prev) = &last {
             stalled = if prev.fingerprint() == obs.fingerprint() { stalled + 1 } else { 0 };
         }
-        let status = if obs.passed {
-            Some(Status::Converged)
-        } else if lap >= limits.max_iterations {
-            Some(Status::MaxIterations)
-        } else if limits.max_tokens > 0 && tokens >= limits.max_tokens as u64 {
-            Some(Status::MaxTokens)
-        } else if limits.no_progress_window > 0 && stalled >= limits.no_progress_window {
-            Some(Status::NoProgress)
-        } else if Instant::now() >= deadline {
-            Some(Status::MaxWallclock)
-        } else {
-            None
-        };
+        let status = decide(&limits, obs.passed, lap, tokens, stalled, Instant::now() >= deadline);
         let decision = status.map_or("continue", Status::as_str);
         let budget = json!({
             "tokens_used": tokens, "max_tokens": limits.max_tokens,

@@ -359,12 +359,7 @@ impl SlmServer {
     async fn import_memories(&self, Parameters(a): Parameters<ImportArgs>) -> Result<Json<ImportSummary>, Json<ToolError>> {
         self.blocking(move |e| {
             crate::memory::validate_limit("items", a.items.len(), 1000)?;
-            let lines: Vec<String> = a
-                .items
-                .into_iter()
-                .map(|i| serde_json::json!({"content": i.content, "tags": i.tags}).to_string())
-                .collect();
-            crate::import::import_jsonl(e, lines.join("\n").as_bytes(), &mut |_| {})
+            crate::import::import_items(e, a.items.into_iter().map(|i| (i.content, i.tags)))
         })
         .await
     }
