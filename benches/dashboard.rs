@@ -45,8 +45,8 @@ fn bench_api(c: &mut Criterion) {
             let row = slm::storage::RunRow {
                 run_id: format!("loop{}-{i:06}", i % LOOPS),
                 name: format!("loop{}", i % LOOPS),
-                params: r#"{"limits":{"gate_min_score":0.8,"max_iterations":20}}"#.into(),
-                status: "running".into(),
+                params: synthetic_params(),
+                status: slm::record::RunStatus::Running,
                 reason: None,
                 laps: 0,
                 started_at: slm::memory::now_rfc3339(),
@@ -57,7 +57,7 @@ fn bench_api(c: &mut Criterion) {
                 state: None,
             };
             store.run_start(&row).unwrap();
-            store.run_finish(&row.run_id, "max_iterations", "synthetic run", 20, "{}").unwrap();
+            store.run_finish(&row.run_id, slm::record::RunStatus::MaxIterations, "synthetic run", 20, "{}").unwrap();
         }
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_slm"))
@@ -92,3 +92,17 @@ fn bench_api(c: &mut Criterion) {
 
 criterion_group!(benches, bench_api);
 criterion_main!(benches);
+
+/// The params of a synthetic run row: a memory gate at 0.8 with the default bounds.
+fn synthetic_params() -> slm::record::RunParams {
+    let limits = slm::record::Limits {
+        max_iterations: 20,
+        max_wallclock_s: 15.0,
+        poll_interval_s: 1.0,
+        max_tokens: 0,
+        no_progress_window: 0,
+        gate_min_score: 0.8,
+    };
+    let gate = slm::record::GateSpec::Memory { gate_query: "synthetic".into(), gate_tags: Vec::new() };
+    slm::record::RunParams { limits, gate }
+}

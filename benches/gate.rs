@@ -26,6 +26,8 @@ const SIZE_1M: usize = 1_000_000;
 const NEW_PER_POLL: [usize; 3] = [0, 1, 10];
 /// Gate query used throughout.
 const QUERY: &str = "the nightly build finished and every test passed";
+/// Gate threshold of the poll benchmarks: nothing synthetic reaches it.
+const THRESHOLD: f32 = 0.99;
 /// Poll interval of the end-to-end latency runs (the floor).
 const POLL_S: f64 = 0.25;
 
@@ -60,15 +62,15 @@ fn bench_polls(c: &mut Criterion) {
         g.sample_size(10);
         g.bench_function("lap1", |b| {
             b.iter_batched(
-                || MemoryGate::new(&engine, QUERY, 0.99, Vec::new()).unwrap(),
+                || MemoryGate::new(&engine, QUERY, THRESHOLD, Vec::new()).unwrap(),
                 |mut gate| gate.observe(1).unwrap(),
                 BatchSize::PerIteration,
             )
         });
         for new in NEW_PER_POLL {
-            let mut gate = MemoryGate::new(&engine, QUERY, 0.99, Vec::new()).unwrap();
+            let mut gate = MemoryGate::new(&engine, QUERY, THRESHOLD, Vec::new()).unwrap();
             gate.observe(1).unwrap();
-            let writer = open(&dir);
+            let mut writer = slm::storage::Store::open(&dir.join(slm::storage::DB_FILE)).unwrap();
             let mut seed = 1_000u64;
             g.bench_function(BenchmarkId::new("poll_new", new), |b| {
                 b.iter_batched(
@@ -83,7 +85,7 @@ fn bench_polls(c: &mut Criterion) {
                                 .zip(&vecs)
                                 .map(|(c, v)| slm::storage::NewRow { kind: Kind::Memory, content: c, tags: &none, embedding: v })
                                 .collect();
-                            writer.store().insert(&rows).unwrap();
+                            writer.insert(&rows).unwrap();
                         }
                     },
                     |_| gate.observe(2).unwrap(),
@@ -123,7 +125,7 @@ fn bench_end_to_end(c: &mut Criterion) {
                     .spawn()
                     .unwrap();
                 // Wait until the run is polling (its run row exists), then commit the memory.
-                while engine.store().run_history(Some(&name), 1).unwrap().is_empty() {
+                while slm::loops::history(&engine, Some(&name), 1).unwrap().runs.is_empty() {
                     std::thread::sleep(Duration::from_millis(5));
                 }
                 std::thread::sleep(Duration::from_millis(100));

@@ -16,7 +16,8 @@ use std::time::Instant;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 use slm::embed::{Embedder, OnnxEmbedder};
-use slm::index::exact::{self, Filter};
+use slm::index::exact;
+use slm::index::Filter;
 use slm::index::hnsw::HnswIndex;
 use slm::index::VectorSet;
 use slm::memory::Kind;
@@ -44,7 +45,7 @@ fn set_of(vecs: &[Vec<f32>]) -> VectorSet {
     s
 }
 
-const ALL: Filter<'static> = Filter { include_laps: false, only_ids: None, min_score: -1.0 };
+const ALL: Filter<'static> = Filter { include_laps: false, only_ids: None, after_id: 0, min_score: -1.0 };
 
 fn bench_cosine(c: &mut Criterion) {
     let v = synthetic(2, 1);

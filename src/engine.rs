@@ -1,39 +1,31 @@
 //! The memory engine: `remember`, `recall`, `list`, `forget`, `status` on one data root.
 //!
 //! This is the one place that ties the pieces together: text goes through the [`Embedder`],
-//! rows go to the [`Store`], and recall scores vectors held in a [`VectorSet`] exactly
-//! (optionally taking candidates from an HNSW graph in long-lived processes). Every surface
-//! (the CLI today; the MCP server, the loop engine and the dashboard later) calls this type and
-//! nothing below it, so they all share the same rules and the same results.
+//! rows go to the [`Store`], and every search goes through the [`Searcher`] (exact SIMD
+//! cosine, optionally with HNSW candidates in long-lived processes), fed here with the rows
+//! the store holds. Every surface (CLI, MCP server, dashboard) and the loop engine call this
+//! type and nothing below it, so they all share the same rules and the same results.
 //!
 //! An `Engine` is `Sync`: a server can share one behind an `Arc`. The store sits behind a
 //! mutex held only for the length of one short database call; embedding happens outside it.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::Arc;
 
+use parking_lot::{Mutex, MutexGuard};
 use serde::Serialize;
 
-use crate::embed::{Embedder, DIM};
-use crate::index::exact::{self, Filter};
-use crate::index::hnsw::HnswIndex;
-use crate::index::{Scored, VectorSet};
+use crate::embed::Embedder;
+use crate::index::exact::Sweep;
+use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
 use crate::storage::{dedup_key, NewRow, Store, DB_FILE, SCHEMA_VERSION};
 use crate::{Error, Result};
 
+pub use crate::index::HNSW_MIN;
+
 /// Largest `limit` accepted by recall and list.
 pub const MAX_LIMIT: usize = 1000;
-
-/// Below this many memories recall always scans exactly; at and above it a long-lived process
-/// builds an HNSW graph in the background. Measured here (benches/recall.rs): the parallel
-/// exact scan costs ≈ 0.03 ms per 1k vectors, a graph search with rescoring ≈ 1.7 ms at 100k,
-/// so they cross near 57k (README, "How recall is computed").
-pub const HNSW_MIN: usize = 60_000;
-
-/// HNSW search list size; with M = 16 this gave recall@10 ≥ 0.99 at 100k in `benches/`.
-const HNSW_EF: usize = 96;
 
 /// The meta key recording which model wrote a data root's vectors.
 const MODEL_META: &str = "embedding_model";
@@ -129,38 +121,15 @@ pub struct Status {
     pub runtime: Option<PathBuf>,
     /// Why the model files cannot be found, when they cannot.
     pub model_error: Option<String>,
-    pub index: IndexStatus,
+    pub index: IndexState,
 }
-
-/// The state of the recall index in this process.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-pub struct IndexStatus {
-    /// `exact` or `hnsw`: what the next unfiltered recall in this process would use.
-    pub mode: &'static str,
-    pub hnsw_min_memories: usize,
-    pub hnsw_vectors: usize,
-    pub hnsw_building: bool,
-}
-
-struct HnswState {
-    index: HnswIndex,
-    /// Largest row id present when the graph was built; newer rows are scanned exactly.
-    built_upto: i64,
-}
-
-/// Rows newer than the graph that trigger a background rebuild (and a tenth of the graph).
-const REBUILD_TAIL: usize = 5_000;
 
 /// The memory engine over one data root.
 pub struct Engine {
     root: PathBuf,
     store: Mutex<Store>,
     embedder: Arc<dyn Embedder>,
-    vectors: RwLock<VectorSet>,
-    hnsw: Arc<RwLock<Option<Arc<HnswState>>>>,
-    hnsw_building: Arc<AtomicBool>,
-    /// Memories needed before a background HNSW build starts; `None` = never (one-shot CLI).
-    hnsw_min: Option<usize>,
+    index: Searcher,
 }
 
 impl Engine {
@@ -179,22 +148,14 @@ impl Engine {
                 });
             }
         }
-        Ok(Engine {
-            root: root.dir.clone(),
-            store: Mutex::new(store),
-            embedder,
-            vectors: RwLock::new(VectorSet::new()),
-            hnsw: Arc::new(RwLock::new(None)),
-            hnsw_building: Arc::new(AtomicBool::new(false)),
-            hnsw_min: None,
-        })
+        Ok(Engine { root: root.dir.clone(), store: Mutex::new(store), embedder, index: Searcher::new() })
     }
 
     /// Lets this (long-lived) process build an HNSW graph in a background thread once the
     /// store holds `min_memories` memories ([`HNSW_MIN`] in the product). One-shot processes
     /// never do: they would pay the build and throw it away.
     pub fn with_background_index(mut self, min_memories: usize) -> Self {
-        self.hnsw_min = Some(min_memories.max(1));
+        self.index = self.index.with_graph_from(min_memories);
         self
     }
 
@@ -208,10 +169,10 @@ impl Engine {
         &self.embedder
     }
 
-    /// Locks the store for one short call. A poisoned lock is still usable: the store holds
-    /// no in-memory invariants that a panic elsewhere could break.
-    pub fn store(&self) -> MutexGuard<'_, Store> {
-        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    /// Locks the store for one short call. Crate-private: surfaces go through the engine and
+    /// the loop layer, never to SQL.
+    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
+        self.store.lock()
     }
 
     /// Stores `content` with `tags`; the same content and tags again returns the same id.
@@ -255,8 +216,8 @@ impl Engine {
             let texts: Vec<&str> = rows.iter().map(|(_, c)| c.as_str()).collect();
             let vectors = self.embedder.embed(&texts)?;
             let mut store = self.store();
-            for ((id, _), v) in rows.iter().zip(&vectors) {
-                store.set_embedding(*id, v)?;
+            for ((id, _), v) in rows.iter().zip(vectors.outer_iter()) {
+                store.set_embedding(*id, &v.to_vec())?;
             }
             done += rows.len();
         }
@@ -275,11 +236,17 @@ impl Engine {
         }
         let fresh: Vec<usize> = (0..rows.len()).filter(|&i| known[i].is_none()).collect();
         let texts: Vec<&str> = fresh.iter().map(|&i| rows[i].0).collect();
-        let vectors = if embed { self.embedder.embed(&texts)? } else { vec![Vec::new(); texts.len()] };
+        let vectors = if embed { Some(self.embedder.embed(&texts)?) } else { None };
         let new_rows: Vec<NewRow<'_>> = fresh
             .iter()
-            .zip(&vectors)
-            .map(|(&i, v)| NewRow { kind, content: rows[i].0, tags: &rows[i].1, embedding: v })
+            .enumerate()
+            .map(|(n, &i)| NewRow {
+                kind,
+                content: rows[i].0,
+                tags: &rows[i].1,
+                // Rows of an embedder's matrix are contiguous (standard layout).
+                embedding: vectors.as_ref().and_then(|m| m.row(n).to_slice()).unwrap_or(&[]),
+            })
             .collect();
         let inserted = {
             let mut store = self.store();
@@ -311,131 +278,87 @@ impl Engine {
         let tags = memory::normalize_tags(&q.tags)?;
         let include_laps = q.include_laps || tags.iter().any(|t| t.starts_with("loop:"));
         let qv = self.embedder.embed_one(&q.query)?;
-        let hits = self.search_vector(&qv, q.limit, &tags, q.min_score.unwrap_or(-1.0) as f32, include_laps)?;
+        let only_ids = if tags.is_empty() { None } else { Some(self.store().ids_with_all_tags(&tags)?) };
+        let min_score = q.min_score.map_or(-1.0, |s| s as f32);
+        let filter = Filter { include_laps, only_ids: only_ids.as_deref(), after_id: 0, min_score };
+        let hits = self.search(&qv, q.limit, &filter)?;
         Ok(Recalled { query: q.query.clone(), hits })
     }
 
-    /// Loads rows other processes committed since the last call into the in-memory set.
+    /// Loads rows other processes committed since the last call into the searcher.
     pub fn refresh(&self) -> Result<()> {
-        let mut set = self.vectors.write().unwrap_or_else(|p| p.into_inner());
-        let store = self.store();
-        set.refresh(&store)?;
+        self.index.catch_up(|after, visit| self.store().vectors_after(after, None, visit))?;
         Ok(())
     }
 
-    /// The best `limit` rows for an embedded query, exact scores, forgotten rows dropped.
-    pub fn search_vector(
-        &self,
-        qv: &[f32],
-        limit: usize,
-        tags: &[String],
-        min_score: f32,
-        include_laps: bool,
-    ) -> Result<Vec<Hit>> {
+    /// The best `limit` rows for an embedded query under `filter`, exact scores, with rows
+    /// forgotten by another process dropped (and remembered as such).
+    fn search(&self, qv: &[f32], limit: usize, filter: &Filter<'_>) -> Result<Vec<Hit>> {
         self.refresh()?;
-        let only_ids = if tags.is_empty() { None } else { Some(self.store().ids_with_all_tags(tags)?) };
-        let filter = Filter { include_laps, only_ids: only_ids.as_deref(), min_score };
-        let use_hnsw = only_ids.is_none() && !include_laps;
+        let extra = if filter.include_laps { self.pending_vectors(filter)? } else { Vec::new() };
         loop {
-            let candidates = {
-                let set = self.vectors.read().unwrap_or_else(|p| p.into_inner());
-                match self.hnsw_for(&set, use_hnsw) {
-                    Some(h) => rescore(&set, &h, qv, limit, &filter),
-                    None => exact::top_k(&set, qv, limit, &filter),
-                }
-            };
-            let candidates = if include_laps { self.with_pending(candidates, qv, limit, &filter)? } else { candidates };
+            let candidates = self.index.search(qv, limit, filter, &extra);
             let ids: Vec<i64> = candidates.iter().map(|s| s.id).collect();
             let rows = self.store().get_many(&ids)?;
             if rows.len() == ids.len() {
                 return Ok(to_hits(&candidates, rows));
             }
             // Some candidates were forgotten by another process: remember that, look again.
-            let mut set = self.vectors.write().unwrap_or_else(|p| p.into_inner());
             let present: std::collections::HashSet<i64> = rows.iter().map(|m| m.id).collect();
-            ids.iter().filter(|id| !present.contains(id)).for_each(|id| set.tombstone(*id));
+            let gone: Vec<i64> = ids.into_iter().filter(|id| !present.contains(id)).collect();
+            self.index.tombstone(&gone);
+            if extra.iter().any(|(id, _)| gone.contains(id)) {
+                return self.search(qv, limit, filter);
+            }
         }
     }
 
-    /// Adds rows stored without a vector (ledger laps awaiting their backfill) to a candidate
-    /// list: their vector if it has been stored since, else embedded now from their content.
-    fn with_pending(&self, mut candidates: Vec<Scored>, qv: &[f32], limit: usize, filter: &Filter<'_>) -> Result<Vec<Scored>> {
-        let pending: Vec<i64> = {
-            let set = self.vectors.read().unwrap_or_else(|p| p.into_inner());
-            set.pending().filter(|id| filter.only_ids.is_none_or(|only| only.binary_search(id).is_ok())).collect()
-        };
+    /// Vectors of the rows stored without one yet (ledger laps awaiting their backfill) that
+    /// `filter` admits: their vector if it has been stored since, else embedded now.
+    fn pending_vectors(&self, filter: &Filter<'_>) -> Result<Vec<(i64, Vec<f32>)>> {
+        let pending = self.index.pending(filter);
         if pending.is_empty() {
-            return Ok(candidates);
+            return Ok(Vec::new());
         }
         let rows = self.store().vectors_or_content(&pending)?;
         let (ready, todo): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(_, blob, _)| !blob.is_empty());
+        let mut out = Vec::with_capacity(ready.len() + todo.len());
         for (id, blob, _) in ready {
-            let score = crate::spaces::cosine(qv, &crate::spaces::from_blob(&blob)?);
-            candidates.push(Scored { id, score });
+            out.push((id, crate::spaces::from_blob(&blob)?));
         }
         let texts: Vec<&str> = todo.iter().map(|(_, _, c)| c.as_str()).collect();
-        for ((id, _, _), v) in todo.iter().zip(self.embedder.embed(&texts)?) {
-            candidates.push(Scored { id: *id, score: crate::spaces::cosine(qv, &v) });
-        }
-        candidates.retain(|s| s.score >= filter.min_score);
-        Ok(exact::truncate_best(candidates, limit))
+        let embedded = self.embedder.embed(&texts)?;
+        out.extend(todo.iter().zip(embedded.outer_iter()).map(|((id, _, _), v)| (*id, v.to_vec())));
+        Ok(out)
     }
 
-    /// The HNSW graph to use for this search, if this process keeps one; starts a background
-    /// (re)build when the store is large enough or the exactly-scanned tail has grown.
-    fn hnsw_for(&self, set: &VectorSet, wanted: bool) -> Option<Arc<HnswState>> {
-        let min = match self.hnsw_min {
-            Some(min) if wanted => min,
-            _ => return None,
-        };
-        let state = self.hnsw.read().unwrap_or_else(|p| p.into_inner()).clone();
-        let needs_build = match &state {
-            Some(st) => {
-                let tail = set.len() - set.first_after(st.built_upto);
-                tail >= REBUILD_TAIL.max(st.index.len() / 10)
-            }
-            None => set.len() >= min && set.count_kind(Kind::Memory) >= min,
-        };
-        if needs_build && !self.hnsw_building.swap(true, Ordering::AcqRel) {
-            self.spawn_build(set);
+    /// A loop gate's pass: every gate-eligible memory (`kind = memory`, not forgotten,
+    /// carrying every one of `tags`) with an id above `after`, scored exactly against `qv`;
+    /// those at or above `min_score` best first, the best, the count, and the watermark to
+    /// pass as `after` next time (see [`Sweep`]). Exact: no row above the threshold is missed.
+    pub fn gate_sweep(&self, qv: &[f32], tags: &[String], after: i64, min_score: f32) -> Result<Sweep> {
+        self.refresh()?;
+        let filter = Filter { include_laps: false, only_ids: None, after_id: after, min_score };
+        if tags.is_empty() {
+            return Ok(self.index.sweep(qv, &filter));
         }
-        state
+        // Bound the tag query by what the searcher holds, so a row committed in between is
+        // neither swept without its tags checked nor passed by the watermark.
+        let upto = self.index.last_id();
+        let ids = self.store().ids_with_all_tags_in(tags, after, upto)?;
+        let mut sweep = self.index.sweep(qv, &Filter { only_ids: Some(&ids), ..filter });
+        sweep.upto = upto;
+        Ok(sweep)
     }
 
-    fn spawn_build(&self, set: &VectorSet) {
-        let mut ids = Vec::new();
-        let mut data = Vec::new();
-        for pos in 0..set.len() {
-            let (id, kind, v) = set.get(pos);
-            if kind == Kind::Memory && !set.is_removed(id) {
-                ids.push(id);
-                data.extend_from_slice(v);
-            }
-        }
-        let upto = set.last_id();
-        let slot = Arc::clone(&self.hnsw);
-        let building = Arc::clone(&self.hnsw_building);
-        let spawned = std::thread::Builder::new().name("slm-hnsw-build".into()).spawn(move || {
-            let items: Vec<(i64, &[f32])> = ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
-            let index = HnswIndex::build(&items);
-            tracing::info!(vectors = index.len(), "HNSW index built");
-            *slot.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(HnswState { index, built_upto: upto }));
-            building.store(false, Ordering::Release);
-        });
-        if let Err(e) = spawned {
-            tracing::warn!("cannot start the HNSW build thread: {e}");
-            self.hnsw_building.store(false, Ordering::Release);
-        }
+    /// True when a row with this id exists (a primary-key probe).
+    pub fn exists(&self, id: i64) -> Result<bool> {
+        Ok(!self.store().existing(&[id])?.is_empty())
     }
 
-    /// Read access to the in-memory vectors (call [`Engine::refresh`] first to catch up).
-    pub fn vectors(&self) -> std::sync::RwLockReadGuard<'_, VectorSet> {
-        self.vectors.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records that a row was forgotten, so scans skip it.
-    pub fn tombstone(&self, id: i64) {
-        self.vectors.write().unwrap_or_else(|p| p.into_inner()).tombstone(id);
+    /// Records that rows were forgotten (seen from another process), so searches skip them.
+    pub fn tombstone(&self, ids: &[i64]) {
+        self.index.tombstone(ids);
     }
 
     /// Memories newest first (`limit` ≤ 1000), optionally filtered by tags, kind and paging.
@@ -455,15 +378,15 @@ impl Engine {
         if ids.is_empty() {
             return Err(Error::invalid("id", "", "give at least one memory id"));
         }
-        let mut store = self.store();
-        let existing = store.existing(ids)?;
-        if let Some(missing) = ids.iter().find(|id| !existing.contains(id)) {
-            return Err(Error::NotFound { what: "memory", id: missing.to_string() });
-        }
-        let gone = store.forget(ids)?;
-        drop(store);
-        let mut set = self.vectors.write().unwrap_or_else(|p| p.into_inner());
-        gone.iter().for_each(|id| set.tombstone(*id));
+        let gone = {
+            let mut store = self.store();
+            let existing = store.existing(ids)?;
+            if let Some(missing) = ids.iter().find(|id| !existing.contains(id)) {
+                return Err(Error::NotFound { what: "memory", id: missing.to_string() });
+            }
+            store.forget(ids)?
+        };
+        self.index.tombstone(&gone);
         Ok(gone)
     }
 
@@ -471,7 +394,6 @@ impl Engine {
     pub fn status(&self) -> Result<Status> {
         let store = self.store();
         let (memories, laps) = store.counts()?;
-        let hnsw = self.hnsw.read().unwrap_or_else(|p| p.into_inner()).clone();
         let files = crate::embed::ModelFiles::locate();
         Ok(Status {
             model_dir: files.as_ref().ok().map(|f| f.model_dir.clone()),
@@ -484,26 +406,9 @@ impl Engine {
             laps,
             model: self.embedder.model_name().to_string(),
             model_loaded: self.embedder.is_loaded(),
-            index: IndexStatus {
-                mode: if hnsw.is_some() { "hnsw" } else { "exact" },
-                hnsw_min_memories: self.hnsw_min.unwrap_or(HNSW_MIN),
-                hnsw_vectors: hnsw.map_or(0, |h| h.index.len()),
-                hnsw_building: self.hnsw_building.load(Ordering::Acquire),
-            },
+            index: self.index.state(),
         })
     }
-}
-
-/// HNSW candidates plus every row newer than the graph, all rescored exactly.
-fn rescore(set: &VectorSet, h: &HnswState, qv: &[f32], want: usize, filter: &Filter<'_>) -> Vec<Scored> {
-    let k = want * 2 + 10;
-    let graph = h.index.candidates(qv, k, HNSW_EF.max(k)).into_iter().filter_map(|id| set.position(id));
-    let tail = set.first_after(h.built_upto)..set.len();
-    let hits = graph
-        .chain(tail)
-        .filter_map(|p| exact::score_at(set, p, qv, filter))
-        .collect();
-    exact::truncate_best(hits, want)
 }
 
 fn to_hits(candidates: &[Scored], rows: Vec<Memory>) -> Vec<Hit> {
@@ -620,7 +525,7 @@ mod tests {
     fn a_data_root_written_by_one_model_refuses_another() {
         struct Other;
         impl Embedder for Other {
-            fn embed(&self, t: &[&str]) -> Result<Vec<Vec<f32>>> {
+            fn embed(&self, t: &[&str]) -> Result<ndarray::Array2<f32>> {
                 HashEmbedder.embed(t)
             }
             fn count_tokens(&self, t: &str) -> Result<usize> {

@@ -1,9 +1,10 @@
 //! The library's one error type and its `Result` alias.
 //!
-//! Every fallible function in the crate returns [`Result`]. Surfaces (the CLI, later the MCP
-//! server and the dashboard) map an [`Error`] to their own conventions: the CLI turns
-//! [`Error::InvalidInput`] into exit code 2 and everything else into exit code 1, which is why
-//! invalid input is a variant of its own carrying the field, the value and the rule.
+//! Every fallible function in the crate returns [`Result`]. Surfaces (the CLI, the MCP server
+//! and the dashboard) print an [`Error`] as the same [`ErrorEnvelope`] and map it to their
+//! own conventions: the CLI turns [`Error::InvalidInput`] into exit code 2 and everything else
+//! into exit code 1, which is why invalid input is a variant of its own carrying the field,
+//! the value and the rule.
 
 use std::path::PathBuf;
 
@@ -52,6 +53,36 @@ pub enum Error {
     /// The stored data does not look like something this version of slm wrote.
     #[error("corrupt data: {0}")]
     Corrupt(String),
+
+    /// A bug: a worker thread died or an invariant broke. Reported, never a crash.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The one failure shape every surface prints: `{"ok": false, "error": {kind, field,
+/// message}}` (CLI `--json` on stderr, MCP error results, dashboard error responses).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ErrorEnvelope {
+    pub ok: bool,
+    pub error: ErrorBody,
+}
+
+/// What went wrong: `kind` (invalid_input, not_found, model, database, ...), the field at
+/// fault for invalid input, and a one-line message naming the problem.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+pub struct ErrorBody {
+    pub kind: String,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl From<&Error> for ErrorEnvelope {
+    fn from(e: &Error) -> Self {
+        ErrorEnvelope {
+            ok: false,
+            error: ErrorBody { kind: e.kind().into(), field: e.field().map(str::to_string), message: e.to_string() },
+        }
+    }
 }
 
 /// The crate's `Result` alias.
@@ -94,6 +125,7 @@ impl Error {
             Error::Database { .. } => "database",
             Error::Io { .. } => "io",
             Error::Corrupt(_) => "corrupt",
+            Error::Internal(_) => "internal",
         }
     }
 

@@ -2,8 +2,9 @@
 //!
 //! Agents `remember` text; it is embedded locally ([`embed`]), stored in SQLite
 //! ([`storage`]) and recalled by exact cosine similarity ([`index`], [`spaces`]). The
-//! [`engine::Engine`] ties these together and is the only thing surfaces (the `slm` CLI in
-//! `src/main.rs` and `src/cli/`) talk to. `ARCHITECTURE.md` walks the data flow.
+//! [`engine::Engine`] ties these together; [`loops`] runs bounded loops on top of it. The
+//! surfaces (the `slm` CLI in `src/main.rs` and `src/cli/`, [`mcp`], [`dashboard`]) talk to
+//! those two and nothing below. `ARCHITECTURE.md` walks the data flow.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -29,7 +30,8 @@ pub mod loops;
 pub mod mcp;
 pub mod serve;
 pub mod memory;
+pub mod record;
 pub mod spaces;
 pub mod storage;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorBody, ErrorEnvelope, Result};

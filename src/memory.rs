@@ -42,6 +42,16 @@ impl Kind {
     }
 }
 
+/// Parses the kind filter every surface takes (`memory`, `lap` or `all`; `all` = `None`).
+pub fn parse_kind_filter(field: &'static str, s: &str) -> Result<Option<Kind>> {
+    match s {
+        "memory" => Ok(Some(Kind::Memory)),
+        "lap" => Ok(Some(Kind::Lap)),
+        "all" => Ok(None),
+        other => Err(Error::invalid(field, other, "must be memory, lap or all")),
+    }
+}
+
 /// A stored memory as every surface shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Memory {

@@ -1,5 +1,6 @@
-//! Shared start-up of the long-lived surfaces (`slm mcp`, `slm dashboard`): an engine that may
-//! build an HNSW graph in the background, and a small tokio runtime to serve it on.
+//! What the long-lived surfaces (`slm mcp`, `slm dashboard`) share: start-up (an engine that
+//! may build an HNSW graph in the background, and a small tokio runtime to serve it on) and
+//! the helper that runs blocking engine work off the async workers.
 
 use std::sync::Arc;
 
@@ -17,4 +18,15 @@ pub fn long_lived(root: &DataRoot, embedder: Arc<dyn Embedder>) -> Result<(Arc<E
         .build()
         .map_err(|e| Error::io("cannot start the async runtime", e))?;
     Ok((engine, runtime))
+}
+
+/// Runs blocking engine work (embedding, SQLite) on tokio's blocking pool, so a slow call
+/// never holds up other requests; a worker that panicked becomes [`Error::Internal`].
+pub async fn blocking<T, F>(engine: &Arc<Engine>, f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&Engine) -> Result<T> + Send + 'static,
+{
+    let engine = Arc::clone(engine);
+    tokio::task::spawn_blocking(move || f(&engine)).await.unwrap_or_else(|join| Err(Error::Internal(join.to_string())))
 }

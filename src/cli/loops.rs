@@ -9,7 +9,9 @@ use clap::Subcommand;
 use serde_json::json;
 
 use slm::engine::Engine;
-use slm::loops::{self, command, Cancel, LapEvent, LoopParams, RunResult, Status};
+use slm::loops::params::{CheckedStart, CheckedStep, StartParams, StepParams};
+use slm::loops::{self, command, Cancel, CheckedLoop, LapEvent, LoopParams, RunResult};
+use slm::record::RunStatus;
 
 /// Exit code when a run ended on a bound.
 pub const EXIT_BOUND: i32 = 3;
@@ -102,39 +104,23 @@ pub enum LoopCommand {
     Cancel { run_id: String },
 }
 
+/// A loop command whose input has been checked, once, before the data root is touched.
+pub enum Checked {
+    /// A memory-gated run or the demo.
+    Run(CheckedLoop),
+    Start(CheckedStart),
+    Step { run_id: String, step: CheckedStep },
+    History { name: Option<String>, limit: usize },
+    Show { run_id: String, limit: usize },
+    Cancel { run_id: String },
+}
+
 impl LoopCommand {
-    /// Validates what can be validated without a data root.
-    pub fn precheck(&self) -> slm::Result<()> {
-        match self {
-            LoopCommand::Run { .. } => self.params().map(|p| p.check().map(|_| ())).unwrap_or(Ok(())),
-            LoopCommand::Demo { iterations } => {
-                loops::params::bounds(loops::DEMO_NAME, 1.0, *iterations, 10.0, 0.25, 0, 0).map(|_| ())
-            }
-            LoopCommand::History { name: Some(n), .. } => loops::params::validate_name(n),
-            LoopCommand::Start { .. } => self.start_params().map_or(Ok(()), |p| command::check_start(&p).map(|_| ())),
-            LoopCommand::Step { tokens, note, .. } => command::check_step_args(*tokens, note.as_deref()),
-            _ => Ok(()),
-        }
-    }
-
-    fn start_params(&self) -> Option<command::StartParams> {
-        match self {
-            LoopCommand::Start { name, gate_cmd, max_iterations, max_wallclock_s, max_tokens, no_progress_window } => {
-                Some(command::StartParams {
-                    name: name.clone(),
-                    gate_cmd: gate_cmd.clone(),
-                    max_iterations: *max_iterations,
-                    max_wallclock_s: *max_wallclock_s,
-                    max_tokens: *max_tokens,
-                    no_progress_window: *no_progress_window,
-                })
-            }
-            _ => None,
-        }
-    }
-
-    fn params(&self) -> Option<LoopParams> {
-        match self {
+    /// Validates everything that can be validated without a data root: nothing is written
+    /// for invalid input, and the engine gets values it does not check again.
+    pub fn check(self) -> slm::Result<Checked> {
+        Ok(match self {
+            LoopCommand::Demo { iterations } => Checked::Run(CheckedLoop::demo(iterations)?),
             LoopCommand::Run {
                 name,
                 gate_query,
@@ -145,19 +131,39 @@ impl LoopCommand {
                 max_tokens,
                 no_progress_window,
                 gate_tags,
-            } => Some(LoopParams {
-                name: name.clone(),
-                gate_query: gate_query.clone(),
-                gate_min_score: *gate_min_score,
-                max_iterations: *max_iterations,
-                max_wallclock_s: *max_wallclock_s,
-                poll_interval_s: *poll_interval_s,
-                max_tokens: *max_tokens,
-                no_progress_window: *no_progress_window,
-                gate_tags: gate_tags.clone(),
-            }),
-            _ => None,
-        }
+            } => Checked::Run(CheckedLoop::try_from(LoopParams {
+                name,
+                gate_query,
+                gate_min_score,
+                max_iterations,
+                max_wallclock_s,
+                poll_interval_s,
+                max_tokens,
+                no_progress_window,
+                gate_tags,
+            })?),
+            LoopCommand::Start { name, gate_cmd, max_iterations, max_wallclock_s, max_tokens, no_progress_window } => {
+                Checked::Start(CheckedStart::try_from(StartParams {
+                    name,
+                    gate_cmd,
+                    max_iterations,
+                    max_wallclock_s,
+                    max_tokens,
+                    no_progress_window,
+                })?)
+            }
+            LoopCommand::Step { run_id, tokens, note } => {
+                Checked::Step { run_id, step: CheckedStep::try_from(StepParams { tokens, note })? }
+            }
+            LoopCommand::History { name, limit } => {
+                if let Some(n) = &name {
+                    loops::params::validate_name(n)?;
+                }
+                Checked::History { name, limit }
+            }
+            LoopCommand::Show { run_id, limit } => Checked::Show { run_id, limit },
+            LoopCommand::Cancel { run_id } => Checked::Cancel { run_id },
+        })
     }
 }
 
@@ -171,21 +177,14 @@ fn ctrl_c() -> Arc<Cancel> {
     cancel
 }
 
-pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Result<i32> {
+pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i32> {
     match cmd {
-        LoopCommand::Demo { iterations } => {
+        Checked::Run(spec) => {
             let cancel = ctrl_c();
-            let r = loops::demo(engine, iterations, &cancel, &mut |e| print_lap(e, json_out))?;
+            let r = loops::run_memory_loop(engine, &spec, &cancel, &mut |e| print_lap(e, json_out))?;
             Ok(finish(&r, json_out))
         }
-        cmd @ LoopCommand::Run { .. } => {
-            let Some(params) = cmd.params() else { return Ok(0) };
-            let cancel = ctrl_c();
-            let r = loops::run_memory_loop(engine, &params, &cancel, &mut |e| print_lap(e, json_out))?;
-            Ok(finish(&r, json_out))
-        }
-        cmd @ LoopCommand::Start { .. } => {
-            let Some(p) = cmd.start_params() else { return Ok(0) };
+        Checked::Start(p) => {
             let st = command::start(engine, &p)?;
             if json_out {
                 println!("{}", json!(st));
@@ -202,8 +201,8 @@ pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Resul
             }
             Ok(0)
         }
-        LoopCommand::Step { run_id, tokens, note } => {
-            let s = command::step(engine, &run_id, tokens, note.as_deref())?;
+        Checked::Step { run_id, step } => {
+            let s = command::step(engine, &run_id, &step)?;
             spawn_backfill(engine);
             if json_out {
                 println!("{}", json!(s));
@@ -215,13 +214,13 @@ pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Resul
                     None => println!("the loop goes on: do the next piece of work, then step again"),
                 }
             }
-            Ok(match s.status.as_str() {
-                "running" | "converged" => 0,
-                "cancelled" => EXIT_CANCELLED,
+            Ok(match s.status {
+                RunStatus::Running | RunStatus::Converged => 0,
+                RunStatus::Cancelled => EXIT_CANCELLED,
                 _ => EXIT_BOUND,
             })
         }
-        LoopCommand::History { name, limit } => {
+        Checked::History { name, limit } => {
             let h = loops::history(engine, name.as_deref(), limit)?;
             if json_out {
                 println!("{}", json!(h));
@@ -234,7 +233,7 @@ pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Resul
                     .map(|r| {
                         vec![
                             r.run_id.clone(),
-                            r.final_status.clone(),
+                            r.final_status.to_string(),
                             r.laps.to_string(),
                             super::output::short_time(&r.ts),
                             r.reason.clone().unwrap_or_default(),
@@ -245,7 +244,7 @@ pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Resul
             }
             Ok(0)
         }
-        LoopCommand::Show { run_id, limit } => {
+        Checked::Show { run_id, limit } => {
             let s = loops::show(engine, &run_id, limit)?;
             if json_out {
                 println!("{}", json!(s));
@@ -268,7 +267,7 @@ pub fn dispatch(engine: &Engine, cmd: LoopCommand, json_out: bool) -> slm::Resul
             }
             Ok(0)
         }
-        LoopCommand::Cancel { run_id } => {
+        Checked::Cancel { run_id } => {
             let c = loops::cancel(engine, &run_id)?;
             if json_out {
                 println!("{}", json!(c));
@@ -318,8 +317,8 @@ fn finish(r: &RunResult, json_out: bool) -> i32 {
         }
     }
     match r.status {
-        Status::Converged => 0,
-        Status::Cancelled => EXIT_CANCELLED,
+        RunStatus::Converged => 0,
+        RunStatus::Cancelled => EXIT_CANCELLED,
         _ => EXIT_BOUND,
     }
 }

@@ -12,12 +12,11 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use serde_json::json;
 
 use slm::embed::OnnxEmbedder;
 use slm::engine::{DataRoot, Engine, RecallQuery};
-use slm::memory::Kind;
 use slm::Error;
 
 /// Exit code for invalid input.
@@ -81,8 +80,8 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         limit: usize,
         /// Which kind of rows to list.
-        #[arg(long, value_enum, default_value_t = KindArg::Memory)]
-        kind: KindArg,
+        #[arg(long, default_value = "memory", value_parser = ["memory", "lap", "all"])]
+        kind: String,
         /// Only ids below this one (for paging).
         #[arg(long)]
         before: Option<i64>,
@@ -159,13 +158,6 @@ fn plugin_root() -> slm::Result<PathBuf> {
         .ok_or_else(|| Error::NotFound { what: "plugin folder", id: "plugin/.claude-plugin/plugin.json near the slm binary".into() })
 }
 
-#[derive(ValueEnum, Debug, Clone, Copy)]
-enum KindArg {
-    Memory,
-    Lap,
-    All,
-}
-
 /// Parses arguments, runs the command and returns the process exit code.
 pub fn run() -> i32 {
     let cli = match Cli::try_parse() {
@@ -198,7 +190,7 @@ pub fn report_error(e: &Error, json: bool) -> i32 {
         _ => EXIT_FAILURE,
     };
     if json {
-        eprintln!("{}", json!({"ok": false, "error": {"kind": e.kind(), "field": e.field(), "message": e.to_string()}}));
+        eprintln!("{}", json!(slm::ErrorEnvelope::from(e)));
     } else {
         eprintln!("slm: error: {e}");
     }
@@ -224,11 +216,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             out.recalled(&r);
         }
         Command::List { tags, limit, kind, before } => {
-            let kind = match kind {
-                KindArg::Memory => Some(Kind::Memory),
-                KindArg::Lap => Some(Kind::Lap),
-                KindArg::All => None,
-            };
+            let kind = slm::memory::parse_kind_filter("kind", &kind)?;
             let rows = open(g)?.list(&tags, kind, limit, before)?;
             out.memories(&rows);
         }
@@ -275,8 +263,8 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
         }
         Command::Loop(cmd) => {
             // Reject bad loop input before touching the data root: nothing is written.
-            cmd.precheck()?;
-            return loops::dispatch(&open(g)?, cmd, g.json);
+            let checked = cmd.check()?;
+            return loops::dispatch(&open(g)?, checked, g.json);
         }
     }
     Ok(0)

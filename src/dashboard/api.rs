@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::engine::{Engine, RecallQuery};
-use crate::loops::{self, LapView};
+use crate::loops;
 use crate::memory::Kind;
 use crate::Error;
 
@@ -64,8 +64,7 @@ impl IntoResponse for ApiError {
             Error::NotFound { .. } => StatusCode::NOT_FOUND,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        let body = json!({"ok": false, "error": {"kind": self.0.kind(), "field": self.0.field(), "message": self.0.to_string()}});
-        (code, Json(body)).into_response()
+        (code, Json(crate::ErrorEnvelope::from(&self.0))).into_response()
     }
 }
 
@@ -75,12 +74,7 @@ async fn blocking<T: Serialize + Send + 'static>(
     st: &AppState,
     f: impl FnOnce(&Engine) -> crate::Result<T> + Send + 'static,
 ) -> ApiResult {
-    let engine = Arc::clone(&st.engine);
-    match tokio::task::spawn_blocking(move || f(&engine)).await {
-        Ok(Ok(v)) => Ok(Json(json!(v))),
-        Ok(Err(e)) => Err(ApiError(e)),
-        Err(e) => Err(ApiError(Error::Corrupt(format!("internal error: {e}")))),
-    }
+    crate::serve::blocking(&st.engine, f).await.map(|v| Json(json!(v))).map_err(ApiError)
 }
 
 fn page_limit(limit: Option<usize>) -> crate::Result<usize> {
@@ -114,12 +108,7 @@ async fn memories(State(st): State<AppState>, Query(q): Query<MemoriesQuery>) ->
         let limit = page_limit(q.limit)?;
         let tags: Vec<String> =
             q.tags.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
-        let kind = match q.kind.as_deref().unwrap_or("memory") {
-            "memory" => Some(Kind::Memory),
-            "lap" => Some(Kind::Lap),
-            "all" => None,
-            other => return Err(Error::invalid("kind", other, "must be memory, lap or all")),
-        };
+        let kind = crate::memory::parse_kind_filter("kind", q.kind.as_deref().unwrap_or("memory"))?;
         match q.q.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             Some(text) => {
                 let mut rq = RecallQuery::new(text);
@@ -143,22 +132,7 @@ async fn memories(State(st): State<AppState>, Query(q): Query<MemoriesQuery>) ->
 }
 
 async fn loop_names(State(st): State<AppState>) -> ApiResult {
-    blocking(&st, |e| {
-        let store = e.store();
-        let mut out = Vec::new();
-        for (name, runs, last_run) in store.loop_names(1000)? {
-            let last = store.run_get(&last_run)?;
-            out.push(json!({
-                "name": name,
-                "runs": runs,
-                "last_run_id": last_run,
-                "last_status": last.as_ref().map(loops::effective_status),
-                "last_started": last.map(|r| r.started_at),
-            }));
-        }
-        Ok(json!({"loops": out}))
-    })
-    .await
+    blocking(&st, |e| Ok(json!({"loops": loops::loop_names(e, 1000)?}))).await
 }
 
 #[derive(Deserialize)]
@@ -177,15 +151,10 @@ fn duration_s(start: &str, end: Option<&str>) -> Option<f64> {
 
 async fn runs(State(st): State<AppState>, Query(q): Query<RunsQuery>) -> ApiResult {
     blocking(&st, move |e| {
-        let limit = page_limit(q.limit)?;
-        if let Some(n) = &q.name {
-            loops::params::validate_name(n)?;
-        }
-        let rows = e.store().run_page(q.name.as_deref(), limit, q.before)?;
-        let next = if rows.len() == limit { rows.last().map(|(rowid, _)| *rowid) } else { None };
+        let (rows, next) = loops::runs_page(e, q.name.as_deref(), page_limit(q.limit)?, q.before)?;
         let runs: Vec<Value> = rows
             .into_iter()
-            .map(|(_, r)| {
+            .map(|r| {
                 json!({
                     "run_id": r.run_id, "name": r.name, "status": loops::effective_status(&r), "laps": r.laps,
                     "started_at": r.started_at, "ended_at": r.ended_at,
@@ -209,11 +178,9 @@ async fn run(State(st): State<AppState>, Path(run_id): Path<String>, Query(q): Q
     blocking(&st, move |e| {
         let limit = q.limit.unwrap_or(1000);
         crate::memory::validate_limit("limit", limit, 10_000)?;
-        let store = e.store();
-        let r = store.run_get(&run_id)?.ok_or_else(|| Error::NotFound { what: "run", id: run_id.clone() })?;
-        let laps: Vec<LapView> =
-            store.run_laps_after(&run_id, q.after_lap.unwrap_or(0), limit)?.into_iter().map(LapView::from).collect();
-        let params: Value = serde_json::from_str(&r.params).unwrap_or(Value::Null);
+        let r = loops::run_row(e, &run_id)?;
+        let laps = loops::laps(e, &run_id, q.after_lap.unwrap_or(0), limit)?;
+        let params = json!(r.params);
         Ok(json!({
             "run_id": r.run_id, "name": r.name, "status": loops::effective_status(&r), "reason": r.reason,
             "laps_total": r.laps, "started_at": r.started_at, "ended_at": r.ended_at,

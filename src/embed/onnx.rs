@@ -5,7 +5,10 @@
 //! runtime library is loaded with `ort::init_from` before any other ONNX Runtime call, so a
 //! missing or wrong library is a clean [`Error::Model`] instead of a panic inside `ort`.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+
+use ndarray::Array2;
+use parking_lot::Mutex;
 
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
 
@@ -168,18 +171,20 @@ fn load_counter(files: &ModelFiles) -> std::result::Result<tokenizers::Tokenizer
 }
 
 impl Embedder for OnnxEmbedder {
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+    fn embed(&self, texts: &[&str]) -> Result<Array2<f32>> {
         if texts.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Array2::zeros((0, DIM)));
         }
-        let mut model = self.model()?.lock().unwrap_or_else(|p| p.into_inner());
-        let out = model
+        let out = self
+            .model()?
+            .lock()
             .embed(texts, Some(BATCH))
             .map_err(|e| Error::Model { message: format!("embedding failed: {e}") })?;
+        let wrong = || Error::Model { message: format!("the model returned vectors of the wrong shape (want {DIM}-d)") };
         if out.len() != texts.len() || out.iter().any(|v| v.len() != DIM) {
-            return Err(Error::Model { message: format!("the model returned vectors of the wrong shape (want {DIM}-d)") });
+            return Err(wrong());
         }
-        Ok(out)
+        Array2::from_shape_vec((texts.len(), DIM), out.concat()).map_err(|_| wrong())
     }
 
     fn count_tokens(&self, text: &str) -> Result<usize> {

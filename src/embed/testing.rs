@@ -5,6 +5,8 @@
 //! never constructs it: every surface uses [`super::OnnxEmbedder`], and an engine opened on a
 //! data root records its model name, so vectors from the two can never be mixed silently.
 
+use ndarray::Array2;
+
 use super::{Embedder, DIM};
 use crate::Result;
 
@@ -45,8 +47,10 @@ impl HashEmbedder {
 }
 
 impl Embedder for HashEmbedder {
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
-        Ok(texts.iter().map(|t| Self::vector(t)).collect())
+    fn embed(&self, texts: &[&str]) -> Result<Array2<f32>> {
+        let flat: Vec<f32> = texts.iter().flat_map(|t| Self::vector(t)).collect();
+        Array2::from_shape_vec((texts.len(), DIM), flat)
+            .map_err(|e| crate::Error::Model { message: format!("hash embedder shape: {e}") })
     }
 
     fn count_tokens(&self, text: &str) -> Result<usize> {

@@ -3,11 +3,11 @@
 //! It only proposes candidates; the engine rescores every candidate exactly before reporting
 //! or thresholding it. Building one at 100k vectors takes minutes on 2 cores, so it is only
 //! ever built by a long-lived process in a background thread (see
-//! [`crate::engine::Engine::start_background_index`]); until it is ready, and in every
-//! one-shot CLI call, recall uses the exact scan. Rows that arrive after a build are not
-//! inserted into the graph: an outlier inserted late can end up with no inbound links and be
-//! unreachable (seen in tests here). The engine scans that tail exactly instead, and rebuilds
-//! in the background once the tail grows large.
+//! [`super::Searcher::with_graph_from`]); until it is ready, and in every one-shot CLI call,
+//! recall uses the exact scan. Rows that arrive after a build are not inserted into the graph:
+//! an outlier inserted late can end up with no inbound links and be unreachable (seen in tests
+//! here). The searcher scans that tail exactly instead, and rebuilds in the background once
+//! the tail grows large.
 
 use hnsw_rs::anndists::dist::Distance;
 use hnsw_rs::prelude::Hnsw;

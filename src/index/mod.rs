@@ -1,21 +1,29 @@
-//! Vector indexes: an in-memory copy of the stored vectors, scored exactly, plus an optional
-//! HNSW graph that proposes candidates for large stores.
+//! Vector search: the one place that decides which rows a query may see and scores them.
 //!
-//! [`VectorSet`] mirrors the `embedding` column in id order and catches up incrementally
-//! (`id > last seen`), which is how a long-lived process sees memories other processes commit
-//! without a restart. [`exact`] scores a set with SIMD cosine; [`hnsw::HnswIndex`] is the
-//! approximate candidate generator whose results are always rescored exactly. Forgotten rows
-//! are not removed from these structures eagerly: the engine drops them when it fetches hits
-//! and records them in [`VectorSet::tombstone`].
+//! [`VectorSet`] is an in-memory copy of the stored vectors in id order, one contiguous
+//! `n × DIM` matrix ([`VectorSet::matrix`]) that catches up incrementally (`id > last seen`):
+//! that is how a long-lived process sees what other processes commit without a restart. It
+//! is fed by the engine, so this module knows nothing of the store. [`Filter::admits`] is the
+//! single eligibility rule (kind, forgotten, newer than a watermark); [`exact`] scores with
+//! SIMD cosine; [`hnsw::HnswIndex`] proposes candidates for large stores and is always
+//! rescored exactly; [`Searcher`] owns all of it and offers the two searches the crate needs:
+//! [`Searcher::search`] (top k, for recall) and [`Searcher::sweep`] (everything above a
+//! threshold plus the best and a count, for loop gates). Forgotten rows are not removed
+//! eagerly: the engine notices them when it fetches hits and records them with
+//! [`Searcher::tombstone`].
 
 pub mod exact;
 pub mod hnsw;
+mod searcher;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
+
+use ndarray::ArrayView2;
+
+pub use searcher::{IndexState, Searcher, HNSW_EF, HNSW_MIN};
 
 use crate::embed::DIM;
 use crate::memory::Kind;
-use crate::storage::Store;
 use crate::Result;
 
 /// A candidate: a row id and its exact cosine score.
@@ -25,18 +33,47 @@ pub struct Scored {
     pub score: f32,
 }
 
+/// Which rows a search may return. Every search path asks [`Filter::admits`], so "eligible"
+/// means the same thing for recall, the loop gate and the HNSW rescoring.
+#[derive(Debug, Clone, Copy)]
+pub struct Filter<'a> {
+    /// Include ledger laps as well as memories (gates never do).
+    pub include_laps: bool,
+    /// Only these ids (ascending), when set (a tag filter's result).
+    pub only_ids: Option<&'a [i64]>,
+    /// Only rows with an id above this (a gate's watermark; 0 = all).
+    pub after_id: i64,
+    /// Drop scores below this.
+    pub min_score: f32,
+}
+
+impl Filter<'_> {
+    /// Memories only, every id, no threshold.
+    pub fn memories() -> Filter<'static> {
+        Filter { include_laps: false, only_ids: None, after_id: 0, min_score: -1.0 }
+    }
+
+    /// True when the row at `pos` of `set` may be returned (its score aside).
+    #[inline]
+    pub fn admits(&self, set: &VectorSet, pos: usize) -> bool {
+        let (id, kind) = (set.ids[pos], set.kinds[pos]);
+        id > self.after_id && (self.include_laps || kind == Kind::Memory) && !set.removed.contains(&id)
+    }
+}
+
 /// The stored vectors of one data root, in id order, flat in memory.
 #[derive(Debug, Default)]
 pub struct VectorSet {
     ids: Vec<i64>,
     kinds: Vec<Kind>,
+    /// Row-major `len() × DIM`.
     data: Vec<f32>,
     /// Ids known to be forgotten; skipped by every scan.
     removed: HashSet<i64>,
     /// Rows stored without a vector yet (agent-driven ledger laps, embedded later by a
-    /// background `slm embed-pending`); recall scores them from the store instead.
-    pending: std::collections::BTreeSet<i64>,
-    /// Largest id loaded so far.
+    /// background `slm embed-pending`); the engine scores them from the store instead.
+    pending: BTreeSet<i64>,
+    /// Largest id seen so far (with or without a vector).
     last_id: i64,
 }
 
@@ -46,24 +83,18 @@ impl VectorSet {
         Self::default()
     }
 
-    /// Loads every row stored since the last refresh; returns how many arrived.
-    pub fn refresh(&mut self, store: &Store) -> Result<usize> {
-        let before = self.ids.len();
-        let (ids, kinds, data, pending) = (&mut self.ids, &mut self.kinds, &mut self.data, &mut self.pending);
-        let mut last = self.last_id;
-        store.vectors_after(self.last_id, None, &mut |id, kind, blob| {
-            last = id;
-            if blob.is_empty() {
-                pending.insert(id);
-                return Ok(());
-            }
-            crate::spaces::extend_from_blob(data, blob)?;
-            ids.push(id);
-            kinds.push(kind);
-            Ok(())
-        })?;
-        self.last_id = last;
-        Ok(self.ids.len() - before)
+    /// Adds one stored row (ids must keep increasing); an empty `blob` marks a row stored
+    /// without a vector yet. The blob is the store's little-endian `f32` encoding.
+    pub fn append_blob(&mut self, id: i64, kind: Kind, blob: &[u8]) -> Result<()> {
+        if blob.is_empty() {
+            self.pending.insert(id);
+        } else {
+            crate::spaces::extend_from_blob(&mut self.data, blob)?;
+            self.ids.push(id);
+            self.kinds.push(kind);
+        }
+        self.last_id = self.last_id.max(id);
+        Ok(())
     }
 
     /// Adds one row directly (ids must keep increasing).
@@ -85,7 +116,7 @@ impl VectorSet {
         self.ids.is_empty()
     }
 
-    /// The largest id loaded.
+    /// The largest id seen.
     pub fn last_id(&self) -> i64 {
         self.last_id
     }
@@ -95,14 +126,22 @@ impl VectorSet {
         self.removed.insert(id);
     }
 
-    /// True when `id` is known to be forgotten.
-    pub fn is_removed(&self, id: i64) -> bool {
-        self.removed.contains(&id)
+    /// The id at a position.
+    #[inline]
+    pub fn id_at(&self, pos: usize) -> i64 {
+        self.ids[pos]
     }
 
-    /// The id, kind and vector at a position.
-    pub fn get(&self, pos: usize) -> (i64, Kind, &[f32]) {
-        (self.ids[pos], self.kinds[pos], &self.data[pos * DIM..(pos + 1) * DIM])
+    /// The vector at a position.
+    #[inline]
+    pub fn vector(&self, pos: usize) -> &[f32] {
+        &self.data[pos * DIM..(pos + 1) * DIM]
+    }
+
+    /// Every vector as one `len() × DIM` matrix view (no copy).
+    pub fn matrix(&self) -> ArrayView2<'_, f32> {
+        ArrayView2::from_shape((self.ids.len(), DIM), &self.data)
+            .expect("the data is always a whole number of DIM-wide rows, one per id")
     }
 
     /// The position of the first row with an id above `id` (`len()` when there is none).
@@ -110,9 +149,14 @@ impl VectorSet {
         self.ids.partition_point(|&x| x <= id)
     }
 
-    /// Rows seen without a vector (not yet embedded), ascending.
-    pub fn pending(&self) -> impl Iterator<Item = i64> + '_ {
-        self.pending.iter().copied().filter(|id| !self.removed.contains(id))
+    /// Rows seen without a vector (not yet embedded) that `filter` admits by id, ascending.
+    pub fn pending(&self, filter: &Filter<'_>) -> Vec<i64> {
+        self.pending
+            .range(filter.after_id.saturating_add(1)..)
+            .copied()
+            .filter(|id| !self.removed.contains(id))
+            .filter(|id| filter.only_ids.is_none_or(|only| only.binary_search(id).is_ok()))
+            .collect()
     }
 
     /// The position of `id`, if held.
@@ -120,12 +164,21 @@ impl VectorSet {
         self.ids.binary_search(&id).ok()
     }
 
-    /// Number of rows of a kind that are not tombstoned.
-    pub fn count_kind(&self, kind: Kind) -> usize {
-        self.kinds
-            .iter()
-            .zip(&self.ids)
-            .filter(|(k, id)| **k == kind && !self.removed.contains(id))
-            .count()
+    /// Positions `start..` (or, with `only_ids`, the positions of those ids from `start`) that
+    /// `filter` admits, in id order.
+    pub(crate) fn admitted<'s>(&'s self, filter: &'s Filter<'_>) -> Box<dyn Iterator<Item = usize> + 's> {
+        let start = self.first_after(filter.after_id);
+        match filter.only_ids {
+            Some(ids) => {
+                let from = ids.partition_point(|&x| x <= filter.after_id);
+                Box::new(ids[from..].iter().filter_map(|id| self.position(*id)).filter(|&p| filter.admits(self, p)))
+            }
+            None => Box::new((start..self.len()).filter(|&p| filter.admits(self, p))),
+        }
+    }
+
+    /// Number of rows `filter` admits.
+    pub fn count(&self, filter: &Filter<'_>) -> usize {
+        self.admitted(filter).count()
     }
 }

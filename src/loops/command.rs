@@ -14,37 +14,19 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::ledger::{lap_tags, lap_text, new_run_id};
-use super::params::{self, Clamp, Limits};
-use super::run::decide;
-use super::Status;
+use super::ledger::{self, Driver, LapInput, Ledger};
+use super::params::{CheckedStart, CheckedStep, Clamp, Limits};
 use crate::engine::Engine;
-use crate::memory::{now_rfc3339, Kind};
-use crate::storage::{LapRow, RunRow, StepWrite};
+use crate::record::{GateSpec, RunParams, RunStatus};
+use crate::storage::{RunRow, StepWrite};
 use crate::{Error, Result};
 
-/// Longest gate command accepted, in bytes.
-pub const MAX_GATE_CMD: usize = 8192;
-/// Longest note accepted, in characters.
-pub const MAX_NOTE: usize = 2000;
 /// How much of the gate's output the lap's detail keeps (the tail), in characters.
 const DETAIL_TAIL: usize = 240;
 /// Output kept in memory while the gate runs (the tail), in bytes.
 const OUTPUT_KEEP: usize = 64 * 1024;
-
-/// What `slm loop start` asks for.
-#[derive(Debug, Clone)]
-pub struct StartParams {
-    pub name: String,
-    pub gate_cmd: String,
-    pub max_iterations: i64,
-    pub max_wallclock_s: f64,
-    pub max_tokens: i64,
-    pub no_progress_window: i64,
-}
 
 /// The result of `start`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
@@ -59,21 +41,28 @@ pub struct Started {
     pub deadline: String,
 }
 
-/// What a run records about its command gate (the `params` JSON).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct CommandParams {
-    gate: String,
-    gate_cmd: String,
-    limits: Limits,
-    deadline_ms: i64,
-}
-
 /// Counters carried between steps (the `state` JSON).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct StepState {
     tokens_used: u64,
     stalled: i64,
     last_digest: Option<String>,
+}
+
+impl StepState {
+    /// Reads a run's counters; a row whose state does not parse is an error naming the run,
+    /// never a silent reset to zero.
+    fn of(row: &RunRow) -> Result<StepState> {
+        match row.state.as_deref() {
+            None => Ok(StepState::default()),
+            Some(s) => serde_json::from_str(s)
+                .map_err(|e| Error::Corrupt(format!("run {}: unreadable step state ({e})", row.run_id))),
+        }
+    }
+
+    fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
 }
 
 /// How one run of the gate command went.
@@ -186,56 +175,26 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Starts an agent-driven run. Nothing is written when the input is invalid.
-pub fn start(engine: &Engine, p: &StartParams) -> Result<Started> {
-    let (limits, clamped) = check_start(p)?;
-    let run_id = new_run_id(&p.name);
-    let deadline_ms = now_ms() + (limits.max_wallclock_s * 1000.0).round() as i64;
-    let record = CommandParams {
-        gate: "command".into(),
-        gate_cmd: p.gate_cmd.clone(),
-        limits: limits.clone(),
-        deadline_ms,
+/// Starts an agent-driven run. Nothing is written when the input is invalid (it was checked).
+pub fn start(engine: &Engine, p: &CheckedStart) -> Result<Started> {
+    let deadline_ms = now_ms() + (p.limits.max_wallclock_s * 1000.0).round() as i64;
+    let params = RunParams {
+        limits: p.limits.clone(),
+        gate: GateSpec::Command { gate_cmd: p.gate_cmd.clone(), deadline_ms },
     };
-    let row = RunRow {
-        run_id: run_id.clone(),
-        name: p.name.clone(),
-        params: serde_json::to_string(&record).unwrap_or_default(),
-        status: "running".into(),
-        reason: None,
-        laps: 0,
-        started_at: now_rfc3339(),
-        ended_at: None,
-        pid: 0, // not bound to a process: steps may come from anywhere
-        proc_start: 0,
-        result: None,
-        state: Some(serde_json::to_string(&StepState::default()).unwrap_or_default()),
-    };
-    engine.store().run_start(&row)?;
+    let ledger = Ledger::start(engine, &p.name, params, Driver::AnyProcess, Some(StepState::default().to_json()))?;
     let deadline = chrono::DateTime::from_timestamp_millis(deadline_ms)
         .map(|d| d.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
         .unwrap_or_default();
-    Ok(Started { ok: true, run_id, name: p.name.clone(), gate_cmd: p.gate_cmd.clone(), limits, clamped, deadline })
-}
-
-/// Validates `start`'s input: the shared bounds plus a non-empty command.
-pub fn check_start(p: &StartParams) -> Result<(Limits, Vec<Clamp>)> {
-    let (limits, clamped) = params::bounds(
-        &p.name,
-        1.0,
-        p.max_iterations,
-        p.max_wallclock_s,
-        params::POLL_FLOOR,
-        p.max_tokens,
-        p.no_progress_window,
-    )?;
-    if p.gate_cmd.trim().is_empty() {
-        return Err(Error::invalid("gate_cmd", &p.gate_cmd, "must be a non-empty shell command"));
-    }
-    if p.gate_cmd.len() > MAX_GATE_CMD || p.gate_cmd.contains('\0') {
-        return Err(Error::invalid("gate_cmd", &p.gate_cmd, "must be at most 8192 bytes, without NUL"));
-    }
-    Ok((limits, clamped))
+    Ok(Started {
+        ok: true,
+        run_id: ledger.run_id().to_string(),
+        name: p.name.clone(),
+        gate_cmd: p.gate_cmd.clone(),
+        limits: p.limits.clone(),
+        clamped: p.clamped.clone(),
+        deadline,
+    })
 }
 
 /// The result of one step.
@@ -252,84 +211,75 @@ pub struct Stepped {
     pub timed_out: bool,
     pub detail: String,
     /// `running`, or the run's terminal status.
-    pub status: String,
+    pub status: RunStatus,
     /// A human sentence on why the run ended, when it did.
     pub reason: Option<String>,
     pub budget: serde_json::Value,
     pub ledger_errors: u64,
 }
 
-/// Validates a step's own arguments: tokens ≥ 0, a note of at most 2000 characters.
-pub fn check_step_args(tokens: i64, note: Option<&str>) -> Result<()> {
-    if tokens < 0 {
-        return Err(Error::invalid("tokens", tokens, "must be an integer >= 0"));
-    }
-    match note {
-        Some(n) if n.chars().count() > MAX_NOTE => Err(Error::invalid("note", n, "must be at most 2000 characters")),
-        _ => Ok(()),
+/// The command gate of an agent-driven run, or an error saying the run is not one.
+fn command_gate(run: &RunRow) -> Result<(&str, i64)> {
+    match &run.params.gate {
+        GateSpec::Command { gate_cmd, deadline_ms } => Ok((gate_cmd, *deadline_ms)),
+        _ => Err(Error::invalid("run_id", &run.run_id, "is not an agent-driven run (start one with slm loop start)")),
     }
 }
 
 /// Runs one lap of an agent-driven run: the gate command, then the engine's decision.
-pub fn step(engine: &Engine, run_id: &str, tokens: i64, note: Option<&str>) -> Result<Stepped> {
-    check_step_args(tokens, note)?;
+pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped> {
     let run = engine.store().run_get(run_id)?.ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
-    let cp: CommandParams = serde_json::from_str(&run.params)
-        .ok()
-        .filter(|c: &CommandParams| c.gate == "command")
-        .ok_or_else(|| Error::invalid("run_id", run_id, "is not an agent-driven run (start one with slm loop start)"))?;
-    if run.status != "running" {
-        return Err(Error::Ended { run_id: run_id.to_string(), status: run.status });
+    let (gate_cmd, deadline_ms) = command_gate(&run)?;
+    if run.status.is_terminal() {
+        return Err(Error::Ended { run_id: run_id.to_string(), status: run.status.to_string() });
     }
-    let remaining = Duration::from_millis((cp.deadline_ms - now_ms()).max(0) as u64);
-    let outcome = run_gate(&cp.gate_cmd, remaining)?;
-    let detail = outcome.detail(note);
+    let remaining = Duration::from_millis((deadline_ms - now_ms()).max(0) as u64);
+    let outcome = run_gate(gate_cmd, remaining)?;
+    let detail = outcome.detail(args.note.as_deref());
     let digest = outcome.digest();
     let passed = outcome.passed();
-    let l = cp.limits.clone();
-    let name = run.name.clone();
-    let started_ms = chrono::DateTime::parse_from_rfc3339(&run.started_at).map(|d| d.timestamp_millis()).unwrap_or(0);
+    let limits = run.params.limits.clone();
+    let started_ms = chrono::DateTime::parse_from_rfc3339(&run.started_at)
+        .map(|d| d.timestamp_millis())
+        .map_err(|e| Error::Corrupt(format!("run {run_id}: unreadable started_at ({e})")))?;
 
     let mut store = engine.store();
-    let (lap, text, decision, reason, budget, status) = store.step_locked(run_id, |row| {
-        if row.status != "running" {
-            return Err(Error::Ended { run_id: row.run_id, status: row.status });
+    let lap = store.step_locked(run_id, |row| {
+        if row.status.is_terminal() {
+            return Err(Error::Ended { run_id: row.run_id, status: row.status.to_string() });
         }
-        let mut st: StepState = row.state.as_deref().and_then(|s| serde_json::from_str(s).ok()).unwrap_or_default();
-        let lap = row.laps + 1;
-        let text = lap_text(&name, lap, &detail);
-        st.tokens_used += tokens as u64 + engine.embedder().count_tokens(&text)? as u64;
+        let mut st = StepState::of(&row)?;
         st.stalled = if st.last_digest.as_deref() == Some(digest.as_str()) { st.stalled + 1 } else { 0 };
         st.last_digest = Some(digest.clone());
         let now = now_ms();
-        let status = decide(&l, passed, lap, st.tokens_used, st.stalled, now >= cp.deadline_ms);
-        let decision = status.map_or("continue", Status::as_str).to_string();
-        let budget = json!({
-            "tokens_used": st.tokens_used, "max_tokens": l.max_tokens,
-            "elapsed_s": ((now - started_ms) as f64 / 1000.0), "max_wallclock_s": l.max_wallclock_s,
-            "laps": lap, "max_iterations": l.max_iterations,
-        });
-        let reason = status.map(|s| step_reason(s, lap, &detail, &l, st.tokens_used));
-        let end = status.map(|s| {
-            let result = json!({"status": s.as_str(), "laps": lap, "reason": reason, "budget": budget});
-            (s.as_str().to_string(), reason.clone().unwrap_or_default(), result.to_string())
-        });
-        let write = StepWrite {
-            lap: LapRow {
-                lap,
-                ts: now_rfc3339(),
-                decision: decision.clone(),
-                passed,
-                detail: detail.clone(),
-                score: Some(if passed { 1.0 } else { 0.0 }),
-                budget: budget.to_string(),
-                memory_id: None,
-            },
-            state: serde_json::to_string(&st).unwrap_or_default(),
-            end,
+        let input = LapInput {
+            lap: row.laps + 1,
+            passed,
+            detail: &detail,
+            tokens: st.tokens_used + args.tokens,
+            stalled: st.stalled,
+            elapsed_s: (now - started_ms) as f64 / 1000.0,
+            past_deadline: now >= deadline_ms,
         };
-        let status = status.map_or("running", Status::as_str).to_string();
-        Ok((write, (lap, text, decision, reason, budget, status)))
+        let mut count_err = None;
+        let lap = ledger::decide_lap(&row.name, &limits, &input, |t| match engine.embedder().count_tokens(t) {
+            Ok(n) => n as u64,
+            Err(e) => {
+                count_err = Some(e);
+                0
+            }
+        });
+        if let Some(e) = count_err {
+            return Err(e);
+        }
+        st.tokens_used = lap.tokens_used;
+        let end = lap.status.map(|s| {
+            let reason = lap.reason.clone().unwrap_or_default();
+            let result = serde_json::json!({"status": s, "laps": lap.lap, "reason": reason, "budget": lap.budget});
+            (s, reason, result.to_string())
+        });
+        let write = StepWrite { lap: lap.row(Some(if passed { 1.0 } else { 0.0 }), None), state: st.to_json(), end };
+        Ok((write, lap))
     })?;
     drop(store);
 
@@ -337,59 +287,32 @@ pub fn step(engine: &Engine, run_id: &str, tokens: i64, note: Option<&str>) -> R
     // without its vector: loading the model would cost a step ~100 ms, so a background
     // `slm embed-pending` (started by the CLI) adds it, and recall embeds it on the fly until
     // then. Like every ledger write it is fail-open.
-    let mut ledger_errors = 0;
-    match engine.insert_pending(Kind::Lap, &[(text.as_str(), lap_tags(&name, run_id))]) {
-        Ok(v) => {
-            if let Some(m) = v.first() {
-                if engine.store().lap_set_memory(run_id, lap, m.id).is_err() {
-                    ledger_errors += 1;
-                }
-            }
-        }
-        Err(e) => {
-            tracing::warn!(run_id, "ledger memory write failed: {e}");
-            ledger_errors += 1;
-        }
-    }
+    let mut ledger = Ledger::attach(engine, &run.name, run_id);
+    ledger.attach_lap_memory(&lap);
     Ok(Stepped {
         ok: true,
         run_id: run_id.to_string(),
-        name,
-        lap,
-        decision,
+        name: run.name,
+        lap: lap.lap,
+        decision: lap.decision().to_string(),
         passed,
         exit_code: outcome.exit_code,
         timed_out: outcome.timed_out,
         detail,
-        status,
-        reason,
-        budget,
-        ledger_errors,
+        status: lap.status.unwrap_or(RunStatus::Running),
+        reason: lap.reason,
+        budget: lap.budget,
+        ledger_errors: ledger.errors(),
     })
-}
-
-fn step_reason(s: Status, lap: i64, detail: &str, l: &Limits, tokens: u64) -> String {
-    match s {
-        Status::Converged => format!("the gate command passed on lap {lap}"),
-        Status::MaxIterations => format!("stopped after {lap} laps (max_iterations); the gate never passed: {detail}"),
-        Status::MaxTokens => format!("stopped on lap {lap}: {tokens} tokens used, limit {}", l.max_tokens),
-        Status::NoProgress => {
-            format!("stopped on lap {lap}: the gate outcome did not change for {} laps", l.no_progress_window)
-        }
-        Status::MaxWallclock => format!("stopped on lap {lap}: the {} s wall-clock limit was reached", l.max_wallclock_s),
-        Status::Cancelled | Status::Interrupted => format!("{} on lap {lap}", s.as_str()),
-    }
 }
 
 /// True when an agent-driven run is still `running` but its deadline has passed: its agent
 /// stopped stepping. Shown as `max_wallclock` (the status its next step would record).
 pub fn expired(row: &RunRow) -> bool {
-    row.status == "running"
-        && serde_json::from_str::<CommandParams>(&row.params)
-            .is_ok_and(|c| c.gate == "command" && now_ms() > c.deadline_ms)
+    row.status == RunStatus::Running && matches!(row.params.gate, GateSpec::Command { deadline_ms, .. } if now_ms() > deadline_ms)
 }
 
 /// True when a stored run is agent-driven.
 pub fn is_command_run(row: &RunRow) -> bool {
-    serde_json::from_str::<CommandParams>(&row.params).is_ok_and(|c| c.gate == "command")
+    matches!(row.params.gate, GateSpec::Command { .. })
 }

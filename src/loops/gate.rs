@@ -1,18 +1,18 @@
 //! Gates: what decides, each lap, whether a loop is done.
 //!
 //! [`MemoryGate`] is the product gate: the best exact cosine between the gate query and any
-//! gate-eligible memory (`kind = memory`, not forgotten, carrying every gate tag). Lap 1
-//! scores every eligible memory; later laps score only rows that arrived since (ids only
-//! grow) and re-check that the best match still exists, so a poll costs microseconds rather
-//! than a scan. Ledger laps are `kind = lap` and are skipped by kind, so a loop can never
-//! converge on its own ledger. [`StubGate`] is the keyless demo's gate.
+//! gate-eligible memory. It has no scan of its own: each lap asks the engine for a sweep of
+//! the rows that arrived since the last lap ([`Engine::gate_sweep`], which applies the one
+//! eligibility rule of [`crate::index::Filter`]: `kind = memory`, not forgotten, carrying
+//! every gate tag). Lap 1 sweeps every eligible memory; later laps only what arrived, so a
+//! poll costs microseconds rather than a scan. Ledger laps are `kind = lap` and never
+//! eligible, so a loop can never converge on its own ledger. [`StubGate`] is the keyless
+//! demo's gate.
 
 use serde::Serialize;
 
 use crate::engine::Engine;
-use crate::index::exact::{self, Filter};
 use crate::index::Scored;
-use crate::memory::Kind;
 use crate::Result;
 
 /// What a gate saw on one lap.
@@ -53,58 +53,17 @@ pub struct MemoryGate<'e> {
     tags: Vec<String>,
     best: Option<Scored>,
     eligible: u64,
-    /// Largest row id already scored.
+    /// Largest row id already swept.
     seen: i64,
 }
 
 impl<'e> MemoryGate<'e> {
-    /// Embeds `query` once and prepares a gate with threshold `min_score` and `tags`.
-    pub fn new(engine: &'e Engine, query: &str, min_score: f64, tags: Vec<String>) -> Result<Self> {
+    /// Embeds `query` once and prepares a gate with threshold `threshold` and `tags`
+    /// (already checked and normalised, see [`super::params::CheckedLoop`]).
+    pub fn new(engine: &'e Engine, query: &str, threshold: f32, tags: Vec<String>) -> Result<Self> {
         let query_tokens = engine.embedder().count_tokens(query)? as u64;
         let qv = engine.embedder().embed_one(query)?;
-        Ok(MemoryGate { engine, query: qv, query_tokens, threshold: min_score as f32, tags, best: None, eligible: 0, seen: 0 })
-    }
-
-    /// Scores rows with id > `self.seen`: every new eligible memory.
-    fn scan_new(&mut self) -> Result<()> {
-        self.engine.refresh()?;
-        let only = if self.tags.is_empty() {
-            None
-        } else {
-            Some(self.engine.store().ids_with_all_tags_after(&self.tags, self.seen)?)
-        };
-        let set = self.engine.vectors();
-        let start = set.first_after(self.seen);
-        let filter = Filter { include_laps: false, only_ids: None, min_score: -1.0 };
-        let consider = |p: usize, best: &mut Option<Scored>, eligible: &mut u64| {
-            if let Some(s) = exact::score_at(&set, p, &self.query, &filter) {
-                *eligible += 1;
-                if best.is_none_or(|b| s.score > b.score) {
-                    *best = Some(s);
-                }
-            }
-        };
-        let (mut best, mut eligible) = (self.best, self.eligible);
-        match &only {
-            Some(ids) => ids.iter().filter_map(|id| set.position(*id)).for_each(|p| consider(p, &mut best, &mut eligible)),
-            None if set.len() - start >= exact::PARALLEL_MIN => {
-                // Lap 1 on a large store: the parallel exact scan finds the best; count separately.
-                if let Some(top) = exact::top_k_from(&set, &self.query, 1, &filter, start).first() {
-                    if best.is_none_or(|b| top.score > b.score) {
-                        best = Some(*top);
-                    }
-                }
-                eligible += (start..set.len()).filter(|&p| {
-                    let (id, kind, _) = set.get(p);
-                    kind == Kind::Memory && !set.is_removed(id)
-                }).count() as u64;
-            }
-            None => (start..set.len()).for_each(|p| consider(p, &mut best, &mut eligible)),
-        }
-        self.best = best;
-        self.eligible = eligible;
-        self.seen = set.last_id();
-        Ok(())
+        Ok(MemoryGate { engine, query: qv, query_tokens, threshold, tags, best: None, eligible: 0, seen: 0 })
     }
 }
 
@@ -112,14 +71,19 @@ impl Gate for MemoryGate<'_> {
     fn observe(&mut self, _lap: i64) -> Result<Observation> {
         // A best match forgotten since the last lap: start over from scratch.
         if let Some(b) = self.best {
-            if self.engine.store().existing(&[b.id])?.is_empty() {
-                self.engine.tombstone(b.id);
-                self.best = None;
-                self.eligible = 0;
-                self.seen = 0;
+            if !self.engine.exists(b.id)? {
+                self.engine.tombstone(&[b.id]);
+                (self.best, self.eligible, self.seen) = (None, 0, 0);
             }
         }
-        self.scan_new()?;
+        let sweep = self.engine.gate_sweep(&self.query, &self.tags, self.seen, self.threshold)?;
+        if let Some(s) = sweep.best {
+            if self.best.is_none_or(|b| s.score > b.score) {
+                self.best = Some(s);
+            }
+        }
+        self.eligible += sweep.eligible;
+        self.seen = sweep.upto;
         let passed = self.best.is_some_and(|b| b.score >= self.threshold);
         let detail = match self.best {
             None => format!("no eligible memories yet; threshold {:.3}", self.threshold),
@@ -166,5 +130,55 @@ impl Gate for StubGate {
                 self.pass_on
             ),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::testing::HashEmbedder;
+    use crate::engine::DataRoot;
+    use std::sync::Arc;
+
+    fn engine(dir: &std::path::Path) -> Engine {
+        Engine::open(&DataRoot { dir: dir.join("data"), explicit: true }, Arc::new(HashEmbedder)).unwrap()
+    }
+
+    #[test]
+    fn sees_old_and_new_memories_never_laps_and_respects_tags() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        let old = e.remember("deploy of build 7 finished", &[]).unwrap().id;
+        let lap_tags = vec!["loop".to_string(), "loop:x".to_string()];
+        e.insert_rows(crate::memory::Kind::Lap, &[("deploy of build 7 finished, lap", lap_tags)]).unwrap();
+        let mut g = MemoryGate::new(&e, "deploy of build 7 finished", 0.99, Vec::new()).unwrap();
+        let o = g.observe(1).unwrap();
+        assert!(o.passed, "a memory from before the run counts: {}", o.detail);
+        assert_eq!((o.best_memory_id, o.eligible), (Some(old), 1), "the lap is not eligible");
+
+        let tagged = vec!["ci".to_string()];
+        let mut g = MemoryGate::new(&e, "deploy of build 7 finished", 0.99, tagged.clone()).unwrap();
+        assert!(!g.observe(1).unwrap().passed, "untagged memories are not eligible");
+        let poll = g.observe(2).unwrap();
+        assert_eq!(poll.eligible, 0);
+        let new = e.remember("deploy of build 7 finished", &tagged).unwrap().id;
+        let o = g.observe(3).unwrap();
+        assert!(o.passed);
+        assert_eq!((o.best_memory_id, o.eligible), (Some(new), 1));
+    }
+
+    #[test]
+    fn a_forgotten_best_is_dropped_and_the_rest_rescanned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        let a = e.remember("invoice 1031 paid in full", &[]).unwrap().id;
+        let b = e.remember("invoice 1031 paid", &[]).unwrap().id;
+        let mut g = MemoryGate::new(&e, "invoice 1031 paid", 0.999, Vec::new()).unwrap();
+        assert_eq!(g.observe(1).unwrap().best_memory_id, Some(b));
+        engine(tmp.path()).forget(&[b]).unwrap(); // another process
+        let o = g.observe(2).unwrap();
+        assert_eq!(o.best_memory_id, Some(a));
+        assert!(!o.passed);
+        assert_eq!(o.eligible, 1);
     }
 }

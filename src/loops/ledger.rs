@@ -1,17 +1,23 @@
-//! The durable ledger of a run: its run row, and one lap row plus one `kind = lap` memory per
-//! lap (tagged `loop`, `loop:<name>` and `run:<suffix>`, so `slm recall --tag loop:<name>`
-//! finds it).
+//! The durable ledger of a run, and the lap decision both kinds of run share.
 //!
-//! Writes are fail-open: an error is logged and counted in `ledger_errors`, and the loop goes
-//! on. The gate is the correctness guarantee; the ledger is observability.
+//! [`decide_lap`] turns what a lap saw into its outcome: the SPEC §2 bound order, the token
+//! count, the budget, the decision and, on the last lap, the reason. Memory-gated runs
+//! ([`super::run`]) and agent steps ([`super::command`]) both call it, so a lap means the same
+//! thing whichever drove it. [`Ledger`] records the run row, one lap row and one `kind = lap`
+//! memory per lap (tagged `loop`, `loop:<name>` and `run:<suffix>`, so `slm recall --tag
+//! loop:<name>` finds it), and the end. Writes are fail-open: an error is logged and counted
+//! in `ledger_errors`, and the loop goes on. The gate is the correctness guarantee; the ledger
+//! is observability.
 
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::run::RunResult;
+use super::params::Limits;
+use super::result::RunResult;
 use crate::engine::Engine;
 use crate::memory::{now_rfc3339, Kind};
+use crate::record::{RunParams, RunStatus};
 use crate::storage::{LapRow, RunRow};
-use super::gate::Observation;
 
 /// The text of a lap's ledger memory: embedded for recall and counted as tokens. It holds no
 /// run id or clock, so its token count is predictable from the name, lap and detail.
@@ -58,7 +64,131 @@ pub fn is_alive(pid: i64, proc_start: i64) -> bool {
     u32::try_from(pid).ok().and_then(process_start) == Some(proc_start)
 }
 
-/// The ledger of one run in progress.
+/// What one lap saw, whichever kind of gate produced it.
+#[derive(Debug, Clone)]
+pub struct LapInput<'a> {
+    pub lap: i64,
+    pub passed: bool,
+    /// The gate's one human sentence about this lap.
+    pub detail: &'a str,
+    /// Tokens used before this lap's ledger text: earlier laps, the gate query on lap 1, the
+    /// agent's own report for a step.
+    pub tokens: u64,
+    /// Consecutive laps whose observation did not change.
+    pub stalled: i64,
+    pub elapsed_s: f64,
+    pub past_deadline: bool,
+}
+
+/// How a lap ended, as both kinds of run record it.
+#[derive(Debug, Clone)]
+pub struct LapOutcome {
+    pub lap: i64,
+    pub passed: bool,
+    pub detail: String,
+    /// The ledger memory's text.
+    pub text: String,
+    pub tokens_used: u64,
+    /// The terminal status this lap reached, if any.
+    pub status: Option<RunStatus>,
+    pub budget: serde_json::Value,
+    /// Why the run ended, when it did.
+    pub reason: Option<String>,
+}
+
+impl LapOutcome {
+    /// `continue`, or the terminal status reached.
+    pub fn decision(&self) -> &'static str {
+        self.status.map_or("continue", RunStatus::as_str)
+    }
+
+    /// The lap's structured row (`score` as the gate reported it).
+    pub fn row(&self, score: Option<f64>, memory_id: Option<i64>) -> LapRow {
+        LapRow {
+            lap: self.lap,
+            ts: now_rfc3339(),
+            decision: self.decision().to_string(),
+            passed: self.passed,
+            detail: self.detail.clone(),
+            score,
+            budget: self.budget.to_string(),
+            memory_id,
+        }
+    }
+}
+
+/// The terminal status a lap reaches, if any, checked in SPEC §2's order: gate passed →
+/// `converged`; lap = max_iterations → `max_iterations`; tokens ≥ max_tokens (when set) →
+/// `max_tokens`; `stalled` ≥ no_progress_window (when set) → `no_progress`; deadline reached →
+/// `max_wallclock`.
+pub fn decide(l: &Limits, passed: bool, lap: i64, tokens: u64, stalled: i64, past_deadline: bool) -> Option<RunStatus> {
+    if passed {
+        Some(RunStatus::Converged)
+    } else if lap >= l.max_iterations {
+        Some(RunStatus::MaxIterations)
+    } else if l.max_tokens > 0 && tokens >= l.max_tokens as u64 {
+        Some(RunStatus::MaxTokens)
+    } else if l.no_progress_window > 0 && stalled >= l.no_progress_window {
+        Some(RunStatus::NoProgress)
+    } else if past_deadline {
+        Some(RunStatus::MaxWallclock)
+    } else {
+        None
+    }
+}
+
+/// Decides one lap: counts its ledger text's tokens (`count_tokens`), applies the bounds, and
+/// builds its budget and, on the last lap, the reason.
+pub fn decide_lap(name: &str, l: &Limits, input: &LapInput<'_>, count_tokens: impl FnOnce(&str) -> u64) -> LapOutcome {
+    let text = lap_text(name, input.lap, input.detail);
+    let tokens = input.tokens + count_tokens(&text);
+    let status = decide(l, input.passed, input.lap, tokens, input.stalled, input.past_deadline);
+    let budget = json!({
+        "tokens_used": tokens, "max_tokens": l.max_tokens,
+        "elapsed_s": round3(input.elapsed_s), "max_wallclock_s": l.max_wallclock_s,
+        "laps": input.lap, "max_iterations": l.max_iterations,
+    });
+    LapOutcome {
+        lap: input.lap,
+        passed: input.passed,
+        detail: input.detail.to_string(),
+        text,
+        tokens_used: tokens,
+        status,
+        budget,
+        reason: status.map(|s| reason(s, input.lap, input.detail, l, tokens)),
+    }
+}
+
+/// The one human sentence saying why a run ended.
+pub fn reason(status: RunStatus, lap: i64, detail: &str, l: &Limits, tokens: u64) -> String {
+    match status {
+        RunStatus::Converged => format!("the gate passed on lap {lap}: {detail}"),
+        RunStatus::MaxIterations => format!("stopped after {lap} laps (max_iterations); the gate never passed: {detail}"),
+        RunStatus::MaxTokens => format!("stopped on lap {lap}: {tokens} tokens used, limit {}", l.max_tokens),
+        RunStatus::NoProgress => {
+            format!("stopped on lap {lap}: the gate observation did not change for {} laps", l.no_progress_window)
+        }
+        RunStatus::MaxWallclock => format!("stopped on lap {lap}: the {} s wall-clock limit was reached", l.max_wallclock_s),
+        RunStatus::Cancelled => format!("cancelled after {lap} laps"),
+        RunStatus::Running | RunStatus::Interrupted => format!("{status} on lap {lap}"),
+    }
+}
+
+/// Rounds seconds to milliseconds for display.
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Who drives a run: the process that started it (memory-gated runs, which block), or
+/// nobody in particular (agent-driven runs, stepped from any process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Driver {
+    ThisProcess,
+    AnyProcess,
+}
+
+/// The ledger of one run.
 pub struct Ledger<'e> {
     engine: &'e Engine,
     run_id: String,
@@ -67,33 +197,55 @@ pub struct Ledger<'e> {
 }
 
 impl<'e> Ledger<'e> {
-    /// Records the run as `running` (fail-open).
-    pub fn start(engine: &'e Engine, name: &str, params: &serde_json::Value) -> crate::Result<Self> {
+    /// Records a new run as `running`. Fail-open for a blocking run (it goes on and counts
+    /// the error); an agent-driven run exists only through its row, so there the error is
+    /// returned.
+    pub fn start(engine: &'e Engine, name: &str, params: RunParams, driver: Driver, state: Option<String>) -> crate::Result<Self> {
         let run_id = new_run_id(name);
-        let tags = lap_tags(name, &run_id);
-        let mut ledger = Ledger { engine, run_id, tags, errors: 0 };
-        let pid = std::process::id();
+        let mut ledger = Ledger { engine, tags: lap_tags(name, &run_id), run_id, errors: 0 };
+        let (pid, proc_start) = match driver {
+            Driver::ThisProcess => {
+                let pid = std::process::id();
+                (i64::from(pid), process_start(pid).unwrap_or(0))
+            }
+            Driver::AnyProcess => (0, 0),
+        };
         let row = RunRow {
             run_id: ledger.run_id.clone(),
             name: name.to_string(),
-            params: params.to_string(),
-            status: "running".into(),
+            params,
+            status: RunStatus::Running,
             reason: None,
             laps: 0,
             started_at: now_rfc3339(),
             ended_at: None,
-            pid: i64::from(pid),
-            proc_start: process_start(pid).unwrap_or(0),
+            pid,
+            proc_start,
             result: None,
-            state: None,
+            state,
         };
         let r = engine.store().run_start(&row);
-        ledger.check(r);
+        match driver {
+            Driver::ThisProcess => {
+                ledger.check(r);
+            }
+            Driver::AnyProcess => r?,
+        }
         Ok(ledger)
+    }
+
+    /// The ledger of an existing run (an agent step).
+    pub fn attach(engine: &'e Engine, name: &str, run_id: &str) -> Self {
+        Ledger { engine, run_id: run_id.to_string(), tags: lap_tags(name, run_id), errors: 0 }
     }
 
     pub fn run_id(&self) -> &str {
         &self.run_id
+    }
+
+    /// Ledger writes that failed so far.
+    pub fn errors(&self) -> u64 {
+        self.errors
     }
 
     fn check<T>(&mut self, r: crate::Result<T>) -> Option<T> {
@@ -114,32 +266,88 @@ impl<'e> Ledger<'e> {
         self.check(r).unwrap_or_else(|| text.split_whitespace().count() + 2) as u64
     }
 
-    /// Records a lap: its memory (embedded) and its structured row (fail-open).
-    pub fn record_lap(&mut self, lap: i64, decision: &str, obs: &Observation, text: &str, budget: &serde_json::Value) {
-        let r = self.engine.insert_rows(Kind::Lap, &[(text, self.tags.clone())]);
-        let memory_id = self.check(r).and_then(|v| v.first().map(|m| m.id));
-        let row = LapRow {
-            lap,
-            ts: now_rfc3339(),
-            decision: decision.to_string(),
-            passed: obs.passed,
-            detail: obs.detail.clone(),
-            score: obs.best_score.map(f64::from),
-            budget: budget.to_string(),
-            memory_id,
-        };
-        let r = self.engine.store().lap_insert(&self.run_id, &row);
+    /// Writes a lap's ledger memory. `embed` = false stores it without its vector (no model
+    /// load; a later backfill adds it and recall embeds it on the fly until then).
+    fn lap_memory(&mut self, text: &str, embed: bool) -> Option<i64> {
+        let rows = [(text, self.tags.clone())];
+        let r = if embed { self.engine.insert_rows(Kind::Lap, &rows) } else { self.engine.insert_pending(Kind::Lap, &rows) };
+        self.check(r).and_then(|v| v.first().map(|m| m.id))
+    }
+
+    /// Records a lap of a blocking run: its memory (embedded) and its structured row.
+    pub fn record_lap(&mut self, lap: &LapOutcome, score: Option<f64>) {
+        let memory_id = self.lap_memory(&lap.text, true);
+        let r = self.engine.store().lap_insert(&self.run_id, &lap.row(score, memory_id));
         self.check(r);
+    }
+
+    /// Adds the ledger memory of a lap whose row is already written (an agent step, whose row
+    /// is decided and written under the database lock), stored without its vector.
+    pub fn attach_lap_memory(&mut self, lap: &LapOutcome) {
+        if let Some(id) = self.lap_memory(&lap.text, false) {
+            let r = self.engine.store().lap_set_memory(&self.run_id, lap.lap, id);
+            self.check(r);
+        }
     }
 
     /// Records the end of the run and returns the result with `ledger_errors` filled in.
     pub fn finish(mut self, mut result: RunResult) -> RunResult {
         result.termination.ledger_errors = self.errors;
         let json = serde_json::to_string(&result).unwrap_or_default();
-        let r = self.engine.store().run_finish(&self.run_id, result.status.as_str(), &result.reason, result.laps, &json);
+        let r = self.engine.store().run_finish(&self.run_id, result.status, &result.reason, result.laps, &json);
         if self.check(r).is_none() {
             result.termination.ledger_errors = self.errors;
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits { max_iterations: 5, max_wallclock_s: 10.0, poll_interval_s: 1.0, max_tokens: 100, no_progress_window: 2, gate_min_score: 0.5 }
+    }
+
+    fn input(lap: i64, passed: bool, tokens: u64, stalled: i64, past_deadline: bool) -> LapInput<'static> {
+        LapInput { lap, passed, detail: "best match #1", tokens, stalled, elapsed_s: 1.23456, past_deadline }
+    }
+
+    #[test]
+    fn bounds_are_checked_in_spec_order() {
+        let l = limits();
+        // Everything at once: converged wins, then max_iterations, tokens, no progress, deadline.
+        assert_eq!(decide(&l, true, 5, 500, 9, true), Some(RunStatus::Converged));
+        assert_eq!(decide(&l, false, 5, 500, 9, true), Some(RunStatus::MaxIterations));
+        assert_eq!(decide(&l, false, 4, 100, 9, true), Some(RunStatus::MaxTokens));
+        assert_eq!(decide(&l, false, 4, 99, 2, true), Some(RunStatus::NoProgress));
+        assert_eq!(decide(&l, false, 4, 99, 1, true), Some(RunStatus::MaxWallclock));
+        assert_eq!(decide(&l, false, 4, 99, 1, false), None);
+        let off = Limits { max_tokens: 0, no_progress_window: 0, ..l };
+        assert_eq!(decide(&off, false, 4, 1_000_000, 1_000, false), None, "0 disables tokens and no-progress");
+    }
+
+    #[test]
+    fn a_lap_counts_its_own_text_and_explains_the_end() {
+        let l = limits();
+        let words = |t: &str| t.split_whitespace().count() as u64;
+        let go = decide_lap("ci", &l, &input(1, false, 10, 0, false), words);
+        assert_eq!(go.text, "loop ci lap 1: best match #1");
+        assert_eq!(go.tokens_used, 10 + 6);
+        assert_eq!(go.decision(), "continue");
+        assert!(go.reason.is_none());
+        assert_eq!(go.budget["elapsed_s"], 1.235);
+        assert_eq!(go.budget["laps"], 1);
+        let end = decide_lap("ci", &l, &input(2, false, 95, 0, false), words);
+        assert_eq!(end.status, Some(RunStatus::MaxTokens));
+        assert_eq!(end.reason.as_deref(), Some("stopped on lap 2: 101 tokens used, limit 100"));
+        let row = end.row(Some(0.25), Some(7));
+        assert_eq!((row.decision.as_str(), row.memory_id, row.score), ("max_tokens", Some(7), Some(0.25)));
+    }
+
+    #[test]
+    fn lap_tags_name_the_loop_and_the_run() {
+        assert_eq!(lap_tags("ci", "ci-20260101T000000-abcdef"), vec!["loop", "loop:ci", "run:20260101T000000-abcdef"]);
     }
 }

@@ -1,82 +1,60 @@
 //! Bounded loops: block until a gate passes, under hard bounds, recording every lap.
 //!
-//! - [`params`]: parameters, validation, clamps.
+//! - [`params`]: requests, checked once at the boundary into [`CheckedLoop`],
+//!   [`params::CheckedStart`], [`params::CheckedStep`] (validation, clamps).
 //! - [`gate`]: the [`gate::Gate`] seam, the exact [`gate::MemoryGate`], the demo's stub.
-//! - [`run`]: the lap loop itself and the shared [`run::RunResult`].
-//! - [`ledger`]: the durable record of runs and laps.
+//! - [`run`]: the blocking lap loop and its cancellation.
+//! - [`command`]: agent-driven runs (`start`/`step` with shell-command gates).
+//! - [`ledger`]: the lap decision both kinds share and the durable record of runs and laps.
+//! - [`result`]: [`RunResult`] and [`LapEvent`], what surfaces print.
 //!
 //! This module knows nothing of the CLI, MCP or dashboard: they call [`run_memory_loop`],
-//! [`demo`], [`history`], [`show`] and [`cancel`] and print what comes back.
+//! [`demo`], [`history`], [`show`], [`cancel`] and the dashboard's read helpers, and print
+//! what comes back.
 
 pub mod command;
 pub mod gate;
 pub mod ledger;
 pub mod params;
+pub mod result;
 pub mod run;
 
 use serde::Serialize;
-use serde_json::json;
 
 use crate::engine::Engine;
+use crate::record::{GateSpec, RunStatus};
+use crate::storage::RunRow;
 use crate::{Error, Result};
 pub use gate::{Gate, MemoryGate, Observation, StubGate};
-pub use params::{Clamp, Limits, LoopParams};
-pub use run::{Cancel, LapEvent, RunResult, RunSpec};
+pub use params::{CheckedLoop, Clamp, Limits, LoopParams};
+pub use result::{LapEvent, RunResult, Termination};
+pub use run::Cancel;
 
 /// The name the demo's runs are recorded under.
 pub const DEMO_NAME: &str = "convergence-demo";
 
-/// How a run ended (or that it has not).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Converged,
-    MaxIterations,
-    MaxWallclock,
-    MaxTokens,
-    NoProgress,
-    Cancelled,
-    /// Shown in history for a run whose process died; never returned by a run.
-    Interrupted,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Converged => "converged",
-            Status::MaxIterations => "max_iterations",
-            Status::MaxWallclock => "max_wallclock",
-            Status::MaxTokens => "max_tokens",
-            Status::NoProgress => "no_progress",
-            Status::Cancelled => "cancelled",
-            Status::Interrupted => "interrupted",
+/// Runs a checked memory-gated loop (or the demo, whose gate is a stub) to a terminal status.
+pub fn run_memory_loop(
+    engine: &Engine,
+    spec: &CheckedLoop,
+    cancel: &Cancel,
+    on_lap: &mut dyn FnMut(&LapEvent),
+) -> Result<RunResult> {
+    match &spec.gate {
+        GateSpec::Memory { gate_query, gate_tags } => {
+            let mut gate = MemoryGate::new(engine, gate_query, spec.limits.threshold(), gate_tags.clone())?;
+            run::run(engine, spec, &mut gate, cancel, on_lap)
+        }
+        GateSpec::Stub { passes_on_lap } => run::run(engine, spec, &mut StubGate { pass_on: *passes_on_lap }, cancel, on_lap),
+        GateSpec::Command { .. } => {
+            Err(Error::invalid("gate", "command", "command gates run through slm loop start / slm loop step"))
         }
     }
 }
 
-/// Validates `params`, then runs the memory-gated loop to a terminal status.
-pub fn run_memory_loop(
-    engine: &Engine,
-    params: &LoopParams,
-    cancel: &Cancel,
-    on_lap: &mut dyn FnMut(&LapEvent),
-) -> Result<RunResult> {
-    let (limits, clamped, tags) = params.check()?;
-    let mut gate = MemoryGate::new(engine, &params.gate_query, limits.gate_min_score, tags.clone())?;
-    let spec = RunSpec {
-        name: &params.name,
-        limits,
-        clamped,
-        params: json!({"gate": "memory", "gate_query": params.gate_query, "gate_tags": tags}),
-    };
-    run::run(engine, spec, &mut gate, cancel, on_lap)
-}
-
 /// The keyless convergence demo: a stub gate that fails laps 1–2 and passes lap 3.
-pub fn demo(engine: &Engine, iterations: i64, cancel: &Cancel, on_lap: &mut dyn FnMut(&LapEvent)) -> Result<RunResult> {
-    let (limits, clamped) = params::bounds(DEMO_NAME, 1.0, iterations, 10.0, params::POLL_FLOOR, 0, 0)?;
-    let spec = RunSpec { name: DEMO_NAME, limits, clamped, params: json!({"gate": "stub", "passes_on_lap": 3}) };
-    run::run(engine, spec, &mut StubGate { pass_on: 3 }, cancel, on_lap)
+pub fn demo(engine: &Engine, spec: &CheckedLoop, cancel: &Cancel, on_lap: &mut dyn FnMut(&LapEvent)) -> Result<RunResult> {
+    run_memory_loop(engine, spec, cancel, on_lap)
 }
 
 /// One run in a history listing.
@@ -85,7 +63,7 @@ pub struct HistoryRun {
     pub run_id: String,
     pub name: String,
     pub laps: i64,
-    pub final_status: String,
+    pub final_status: RunStatus,
     /// When the run started.
     pub ts: String,
     pub ended_at: Option<String>,
@@ -120,6 +98,7 @@ impl From<crate::storage::LapRow> for LapView {
             passed: l.passed,
             detail: l.detail,
             score: l.score,
+            // The budget was written by this crate as JSON; anything else shows as null.
             budget: serde_json::from_str(&l.budget).unwrap_or(serde_json::Value::Null),
         }
     }
@@ -130,7 +109,7 @@ impl From<crate::storage::LapRow> for LapView {
 pub struct Show {
     pub run_id: String,
     pub name: String,
-    pub status: String,
+    pub status: RunStatus,
     pub reason: Option<String>,
     pub laps: Vec<LapView>,
 }
@@ -138,13 +117,13 @@ pub struct Show {
 /// The status to show for a stored run: a `running` run whose process is gone is
 /// `interrupted`; an agent-driven run past its deadline is `max_wallclock`. Computed on read,
 /// so reads never write.
-pub fn effective_status(row: &crate::storage::RunRow) -> String {
+pub fn effective_status(row: &RunRow) -> RunStatus {
     if command::expired(row) {
-        Status::MaxWallclock.as_str().to_string()
-    } else if row.status == "running" && !ledger::is_alive(row.pid, row.proc_start) {
-        Status::Interrupted.as_str().to_string()
+        RunStatus::MaxWallclock
+    } else if row.status == RunStatus::Running && !ledger::is_alive(row.pid, row.proc_start) {
+        RunStatus::Interrupted
     } else {
-        row.status.clone()
+        row.status
     }
 }
 
@@ -156,27 +135,73 @@ pub fn history(engine: &Engine, name: Option<&str>, limit: usize) -> Result<Hist
     }
     let rows = engine.store().run_history(name, limit)?;
     let runs = rows
-        .iter()
+        .into_iter()
         .map(|r| HistoryRun {
-            run_id: r.run_id.clone(),
-            name: r.name.clone(),
+            final_status: effective_status(&r),
+            run_id: r.run_id,
+            name: r.name,
             laps: r.laps,
-            final_status: effective_status(r),
-            ts: r.started_at.clone(),
-            ended_at: r.ended_at.clone(),
-            reason: r.reason.clone(),
+            ts: r.started_at,
+            ended_at: r.ended_at,
+            reason: r.reason,
         })
         .collect();
     Ok(History { name: name.map(str::to_string), runs })
 }
 
+/// One run by id; an unknown run id is [`Error::NotFound`].
+pub fn run_row(engine: &Engine, run_id: &str) -> Result<RunRow> {
+    engine.store().run_get(run_id)?.ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })
+}
+
+/// Laps of a run numbered above `after_lap`, at most `limit`, in lap order.
+pub fn laps(engine: &Engine, run_id: &str, after_lap: i64, limit: usize) -> Result<Vec<LapView>> {
+    Ok(engine.store().run_laps_after(run_id, after_lap, limit)?.into_iter().map(LapView::from).collect())
+}
+
 /// `show(run_id, limit)`; an unknown run id is [`Error::NotFound`].
 pub fn show(engine: &Engine, run_id: &str, limit: usize) -> Result<Show> {
     crate::memory::validate_limit("limit", limit, 10_000)?;
+    let run = run_row(engine, run_id)?;
+    let laps = laps(engine, run_id, 0, limit)?;
+    Ok(Show { status: effective_status(&run), run_id: run.run_id, name: run.name, reason: run.reason, laps })
+}
+
+/// A page of runs newest first, with the cursor of the next page (`before`), if any.
+pub fn runs_page(engine: &Engine, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<(Vec<RunRow>, Option<i64>)> {
+    if let Some(n) = name {
+        params::validate_name(n)?;
+    }
+    let rows = engine.store().run_page(name, limit, before)?;
+    let next = if rows.len() == limit { rows.last().map(|(rowid, _)| *rowid) } else { None };
+    Ok((rows.into_iter().map(|(_, r)| r).collect(), next))
+}
+
+/// A loop name with its number of runs and its newest run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoopSummary {
+    pub name: String,
+    pub runs: i64,
+    pub last_run_id: String,
+    pub last_status: Option<RunStatus>,
+    pub last_started: Option<String>,
+}
+
+/// Every loop name, by newest run first.
+pub fn loop_names(engine: &Engine, limit: usize) -> Result<Vec<LoopSummary>> {
     let store = engine.store();
-    let run = store.run_get(run_id)?.ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
-    let laps = store.run_laps(run_id, limit)?.into_iter().map(LapView::from).collect();
-    Ok(Show { run_id: run.run_id.clone(), name: run.name.clone(), status: effective_status(&run), reason: run.reason.clone(), laps })
+    let mut out = Vec::new();
+    for (name, runs, last_run_id) in store.loop_names(limit)? {
+        let last = store.run_get(&last_run_id)?;
+        out.push(LoopSummary {
+            name,
+            runs,
+            last_run_id,
+            last_status: last.as_ref().map(effective_status),
+            last_started: last.map(|r| r.started_at),
+        });
+    }
+    Ok(out)
 }
 
 /// What `cancel` did.
@@ -186,25 +211,22 @@ pub struct CancelOutcome {
     /// True when the run was running and has been asked to stop.
     pub requested: bool,
     /// The run's status when asked (`running`, or its final status).
-    pub status: String,
+    pub status: RunStatus,
 }
 
 /// Asks a running run (in any process) to stop; it ends `cancelled` at its next check.
 pub fn cancel(engine: &Engine, run_id: &str) -> Result<CancelOutcome> {
+    let row = run_row(engine, run_id)?;
     // An agent-driven run has no process polling for the flag: end it here.
-    let row = engine.store().run_get(run_id)?; // the store guard ends here: no re-entry below
-    if let Some(row) = row {
-        if command::is_command_run(&row) {
-            let ended = engine.store().run_end_if_running(run_id, "cancelled", "cancelled by slm loop cancel")?;
-            let status = if ended { "cancelled".to_string() } else { row.status };
-            return Ok(CancelOutcome { run_id: run_id.to_string(), requested: ended, status });
-        }
+    if command::is_command_run(&row) {
+        let ended = engine.store().run_end_if_running(run_id, RunStatus::Cancelled, "cancelled by slm loop cancel")?;
+        let status = if ended { RunStatus::Cancelled } else { effective_status(&row) };
+        return Ok(CancelOutcome { run_id: run_id.to_string(), requested: ended, status });
     }
-    let status = engine
+    engine
         .store()
         .run_request_cancel(run_id)?
         .ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
-    let row = engine.store().run_get(run_id)?;
-    let effective = row.as_ref().map_or(status.clone(), effective_status);
-    Ok(CancelOutcome { run_id: run_id.to_string(), requested: effective == "running", status: effective })
+    let effective = effective_status(&run_row(engine, run_id)?);
+    Ok(CancelOutcome { run_id: run_id.to_string(), requested: effective == RunStatus::Running, status: effective })
 }

@@ -1,10 +1,16 @@
-//! Loop parameters: defaults, validation and clamping (SPEC §2).
+//! Loop parameters: defaults, validation and clamping (SPEC §2), done once at the boundary.
 //!
-//! A value with no clamp that breaks its rule is invalid input (nothing is written); a value
-//! past a clamp is replaced and the replacement is reported in `termination.clamped`.
+//! Surfaces build a request ([`LoopParams`] for a memory-gated run, [`StartParams`] for an
+//! agent-driven one, [`StepParams`] for a step) and convert it with `TryFrom` into a checked
+//! value ([`CheckedLoop`], [`CheckedStart`], [`CheckedStep`]); the loop engine takes only
+//! checked values and never validates again. A value with no clamp that breaks its rule is
+//! invalid input (nothing is written); a value past a clamp is replaced and the replacement
+//! is reported in `termination.clamped`.
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::record::Limits;
+use crate::record::GateSpec;
 use crate::memory;
 use crate::{Error, Result};
 
@@ -73,19 +79,6 @@ impl LoopParams {
             gate_tags: Vec::new(),
         }
     }
-}
-
-/// The bounds a run actually uses, after clamping.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
-pub struct Limits {
-    pub max_iterations: i64,
-    pub max_wallclock_s: f64,
-    pub poll_interval_s: f64,
-    /// 0 = unlimited.
-    pub max_tokens: i64,
-    /// 0 = disabled.
-    pub no_progress_window: i64,
-    pub gate_min_score: f64,
 }
 
 /// One clamp that was applied.
@@ -169,27 +162,116 @@ pub fn bounds(
     Ok((limits, clamped))
 }
 
-impl LoopParams {
-    /// Validates everything and applies clamps; also returns the normalised gate tags.
-    pub fn check(&self) -> Result<(Limits, Vec<Clamp>, Vec<String>)> {
+/// A memory-gated (or demo) run, checked: the engine runs it as it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedLoop {
+    pub name: String,
+    pub limits: Limits,
+    pub clamped: Vec<Clamp>,
+    pub gate: GateSpec,
+}
+
+impl TryFrom<LoopParams> for CheckedLoop {
+    type Error = Error;
+
+    /// Validates everything and applies the clamps; gate tags are normalised.
+    fn try_from(p: LoopParams) -> Result<CheckedLoop> {
         let (limits, clamped) = bounds(
-            &self.name,
-            self.gate_min_score,
-            self.max_iterations,
-            self.max_wallclock_s,
-            self.poll_interval_s,
-            self.max_tokens,
-            self.no_progress_window,
+            &p.name,
+            p.gate_min_score,
+            p.max_iterations,
+            p.max_wallclock_s,
+            p.poll_interval_s,
+            p.max_tokens,
+            p.no_progress_window,
         )?;
-        let n = self.gate_query.chars().count();
+        let n = p.gate_query.chars().count();
         if n == 0 || n > MAX_QUERY_CHARS {
-            return Err(Error::invalid("gate_query", &self.gate_query, format!("must be 1-2000 characters; it has {n}")));
+            return Err(Error::invalid("gate_query", &p.gate_query, format!("must be 1-2000 characters; it has {n}")));
         }
-        let tags = memory::normalize_tags(&self.gate_tags).map_err(|e| match e {
+        let gate_tags = memory::normalize_tags(&p.gate_tags).map_err(|e| match e {
             Error::InvalidInput { value, rule, .. } => Error::InvalidInput { field: "gate_tags", value, rule },
             other => other,
         })?;
-        Ok((limits, clamped, tags))
+        Ok(CheckedLoop { name: p.name, limits, clamped, gate: GateSpec::Memory { gate_query: p.gate_query, gate_tags } })
+    }
+}
+
+impl CheckedLoop {
+    /// The keyless demo: a stub gate that passes on lap 3, under `iterations` laps.
+    pub fn demo(iterations: i64) -> Result<CheckedLoop> {
+        let (limits, clamped) = bounds(super::DEMO_NAME, 1.0, iterations, 10.0, POLL_FLOOR, 0, 0)?;
+        Ok(CheckedLoop { name: super::DEMO_NAME.into(), limits, clamped, gate: GateSpec::Stub { passes_on_lap: 3 } })
+    }
+}
+
+/// Longest gate command accepted, in bytes.
+pub const MAX_GATE_CMD: usize = 8192;
+/// Longest step note accepted, in characters.
+pub const MAX_NOTE: usize = 2000;
+
+/// What `slm loop start` asks for.
+#[derive(Debug, Clone)]
+pub struct StartParams {
+    pub name: String,
+    pub gate_cmd: String,
+    pub max_iterations: i64,
+    pub max_wallclock_s: f64,
+    pub max_tokens: i64,
+    pub no_progress_window: i64,
+}
+
+/// An agent-driven run, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckedStart {
+    pub name: String,
+    pub gate_cmd: String,
+    pub limits: Limits,
+    pub clamped: Vec<Clamp>,
+}
+
+impl TryFrom<StartParams> for CheckedStart {
+    type Error = Error;
+
+    /// The shared bounds plus a non-empty command of at most 8192 bytes without NUL.
+    fn try_from(p: StartParams) -> Result<CheckedStart> {
+        let (limits, clamped) =
+            bounds(&p.name, 1.0, p.max_iterations, p.max_wallclock_s, POLL_FLOOR, p.max_tokens, p.no_progress_window)?;
+        if p.gate_cmd.trim().is_empty() {
+            return Err(Error::invalid("gate_cmd", &p.gate_cmd, "must be a non-empty shell command"));
+        }
+        if p.gate_cmd.len() > MAX_GATE_CMD || p.gate_cmd.contains('\0') {
+            return Err(Error::invalid("gate_cmd", &p.gate_cmd, "must be at most 8192 bytes, without NUL"));
+        }
+        Ok(CheckedStart { name: p.name, gate_cmd: p.gate_cmd, limits, clamped })
+    }
+}
+
+/// What one `slm loop step` reports besides its run id.
+#[derive(Debug, Clone, Default)]
+pub struct StepParams {
+    /// Tokens the agent spent on this lap's work.
+    pub tokens: i64,
+    pub note: Option<String>,
+}
+
+/// A step's own arguments, checked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CheckedStep {
+    pub tokens: u64,
+    pub note: Option<String>,
+}
+
+impl TryFrom<StepParams> for CheckedStep {
+    type Error = Error;
+
+    /// Tokens ≥ 0, a note of at most 2000 characters.
+    fn try_from(p: StepParams) -> Result<CheckedStep> {
+        let tokens = u64::try_from(p.tokens).map_err(|_| Error::invalid("tokens", p.tokens, "must be an integer >= 0"))?;
+        if let Some(n) = p.note.as_deref().filter(|n| n.chars().count() > MAX_NOTE) {
+            return Err(Error::invalid("note", n, "must be at most 2000 characters"));
+        }
+        Ok(CheckedStep { tokens, note: p.note })
     }
 }
 
@@ -200,21 +282,21 @@ mod tests {
     #[test]
     fn defaults_and_clamps() {
         let p = LoopParams::new("ci", "build green");
-        let (l, c, _) = p.check().unwrap();
+        let CheckedLoop { limits: l, clamped: c, .. } = p.try_into().unwrap();
         assert_eq!((l.max_iterations, l.max_wallclock_s, l.poll_interval_s), (20, 15.0, 1.0));
         assert!(c.is_empty());
         let mut p = LoopParams::new("ci", "q");
         p.max_iterations = 500;
         p.max_wallclock_s = 1000.0;
         p.poll_interval_s = 0.01;
-        let (l, c, _) = p.check().unwrap();
+        let CheckedLoop { limits: l, clamped: c, .. } = p.try_into().unwrap();
         assert_eq!((l.max_iterations, l.max_wallclock_s, l.poll_interval_s), (200, 120.0, 0.25));
         let fields: Vec<_> = c.iter().map(|c| c.field).collect();
         assert_eq!(fields, vec!["max_iterations", "max_wallclock_s", "poll_interval_s"]);
         let mut p = LoopParams::new("ci", "q");
         p.max_wallclock_s = 2.0;
         p.poll_interval_s = 5.0;
-        assert_eq!(p.check().unwrap().0.poll_interval_s, 2.0);
+        assert_eq!(CheckedLoop::try_from(p).unwrap().limits.poll_interval_s, 2.0);
     }
 
     #[test]
@@ -238,7 +320,26 @@ mod tests {
         for (f, field) in cases {
             let mut p = LoopParams::new("ok", "q");
             f(&mut p);
-            assert_eq!(p.check().unwrap_err().field(), Some(field));
+            assert_eq!(CheckedLoop::try_from(p).unwrap_err().field(), Some(field));
         }
+    }
+
+    #[test]
+    fn start_and_step_are_checked_once() {
+        let start = |cmd: &str| StartParams {
+            name: "ci".into(),
+            gate_cmd: cmd.into(),
+            max_iterations: 3,
+            max_wallclock_s: 5.0,
+            max_tokens: 0,
+            no_progress_window: 0,
+        };
+        assert_eq!(CheckedStart::try_from(start("make test")).unwrap().gate_cmd, "make test");
+        assert_eq!(CheckedStart::try_from(start("  ")).unwrap_err().field(), Some("gate_cmd"));
+        assert_eq!(CheckedStart::try_from(start("a\0b")).unwrap_err().field(), Some("gate_cmd"));
+        let step = |tokens, note: Option<&str>| CheckedStep::try_from(StepParams { tokens, note: note.map(str::to_string) });
+        assert_eq!(step(5, Some("ok")).unwrap().tokens, 5);
+        assert_eq!(step(-1, None).unwrap_err().field(), Some("tokens"));
+        assert_eq!(step(0, Some(&"x".repeat(2001))).unwrap_err().field(), Some("note"));
     }
 }

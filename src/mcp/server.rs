@@ -19,41 +19,19 @@ use serde::{Deserialize, Serialize};
 use super::profile::{Profile, TOOLS};
 use crate::engine::{Engine, RecallQuery, Recalled, Status};
 use crate::import::ImportSummary;
-use crate::loops::{self, Cancel, CancelOutcome, History, LapEvent, LoopParams, RunResult, Show};
-use crate::memory::{Kind, Memory, Remembered};
+use crate::loops::{self, Cancel, CancelOutcome, CheckedLoop, History, LapEvent, LoopParams, RunResult, Show};
+use crate::memory::{Memory, Remembered};
 use crate::Error;
 
-/// The structured body of a failed tool call.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ToolError {
-    pub ok: bool,
-    pub error: ErrorBody,
-}
-
-/// What went wrong: `kind` (invalid_input, not_found, model, database, ...), the field at
-/// fault for invalid input, and a one-line message naming the problem.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ErrorBody {
-    pub kind: String,
-    pub field: Option<String>,
-    pub message: String,
-}
-
-impl From<&Error> for ToolError {
-    fn from(e: &Error) -> Self {
-        ToolError {
-            ok: false,
-            error: ErrorBody { kind: e.kind().into(), field: e.field().map(str::to_string), message: e.to_string() },
-        }
-    }
-}
+/// The structured body of a failed tool call: the crate's one error envelope.
+pub type ToolError = crate::ErrorEnvelope;
 
 /// What the helpers return. The tool methods spell it out: rmcp derives a tool's output
 /// schema from a return type whose last segment is literally `Json`, and an alias hides it.
 type ToolResult<T> = Result<Json<T>, Json<ToolError>>;
 
-fn internal(message: String) -> Json<ToolError> {
-    Json(ToolError { ok: false, error: ErrorBody { kind: "internal".into(), field: None, message } })
+fn tool_result<T>(r: crate::Result<T>) -> ToolResult<T> {
+    r.map(Json).map_err(|e| Json(ToolError::from(&e)))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -214,12 +192,7 @@ impl SlmServer {
         T: Send + 'static,
         F: FnOnce(&Engine) -> crate::Result<T> + Send + 'static,
     {
-        let engine = Arc::clone(&self.engine);
-        match tokio::task::spawn_blocking(move || f(&engine)).await {
-            Ok(Ok(v)) => Ok(Json(v)),
-            Ok(Err(e)) => Err(Json(ToolError::from(&e))),
-            Err(join) => Err(internal(format!("internal error: {join}"))),
-        }
+        tool_result(crate::serve::blocking(&self.engine, f).await)
     }
 
     /// Runs a loop on the blocking pool, forwarding one progress notification per lap when
@@ -261,11 +234,7 @@ impl SlmServer {
         while let Ok(e) = rx.try_recv() {
             notify(e).await;
         }
-        match outcome {
-            Ok(Ok(r)) => Ok(Json(r)),
-            Ok(Err(e)) => Err(Json(ToolError::from(&e))),
-            Err(join) => Err(internal(format!("internal error: {join}"))),
-        }
+        tool_result(outcome.unwrap_or_else(|join| Err(Error::Internal(join.to_string()))))
     }
 }
 
@@ -297,12 +266,7 @@ impl SlmServer {
     #[tool(annotations(title = "List memories", read_only_hint = true, open_world_hint = false))]
     async fn list_memories(&self, Parameters(a): Parameters<ListArgs>) -> Result<Json<MemoriesOut>, Json<ToolError>> {
         self.blocking(move |e| {
-            let kind = match a.kind.as_deref() {
-                None | Some("memory") => Some(Kind::Memory),
-                Some("lap") => Some(Kind::Lap),
-                Some("all") => None,
-                Some(other) => return Err(Error::invalid("kind", other, "must be memory, lap or all")),
-            };
+            let kind = crate::memory::parse_kind_filter("kind", a.kind.as_deref().unwrap_or("memory"))?;
             Ok(MemoriesOut { memories: e.list(&a.tags, kind, limit("limit", a.limit)?, a.before)? })
         })
         .await
@@ -323,11 +287,8 @@ impl SlmServer {
     /// Block until a memory matching gate_query is retrievable with exact cosine >= gate_min_score, under hard bounds (laps, wall-clock, tokens, no-progress). Every lap is written to a durable ledger. Ending on a bound is a normal result (ok: true). Sends one progress notification per lap; cancellable.
     #[tool(annotations(title = "Run a bounded loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
     async fn slm_loop_run(&self, Parameters(p): Parameters<LoopParams>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, Json<ToolError>> {
-        let limits = match p.check() {
-            Ok((limits, _, _)) => limits,
-            Err(e) => return Err(Json(ToolError::from(&e))),
-        };
-        self.run_loop(ctx, limits.max_iterations, move |e, c, on_lap| loops::run_memory_loop(e, &p, c, on_lap)).await
+        let spec = CheckedLoop::try_from(p).map_err(|e| Json(ToolError::from(&e)))?;
+        self.run_loop(ctx, spec.limits.max_iterations, move |e, c, on_lap| loops::run_memory_loop(e, &spec, c, on_lap)).await
     }
 
     /// Runs of one loop (or all loops), newest first.
@@ -367,8 +328,8 @@ impl SlmServer {
     /// The keyless demo loop: a stub gate fails laps 1-2 and passes lap 3 (recorded as loop convergence-demo).
     #[tool(annotations(title = "Demo loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
     async fn slm_loop_demo(&self, Parameters(a): Parameters<DemoArgs>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, Json<ToolError>> {
-        let total = a.iterations.clamp(1, loops::params::MAX_ITERATIONS_CAP);
-        self.run_loop(ctx, total, move |e, c, on_lap| loops::demo(e, a.iterations, c, on_lap)).await
+        let spec = CheckedLoop::demo(a.iterations).map_err(|e| Json(ToolError::from(&e)))?;
+        self.run_loop(ctx, spec.limits.max_iterations, move |e, c, on_lap| loops::demo(e, &spec, c, on_lap)).await
     }
 }
 

@@ -8,15 +8,16 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::Store;
+use crate::record::{RunParams, RunStatus};
 use crate::Result;
 
-/// A run row as stored.
+/// A run row as stored, typed: the status and the params are parsed once, here.
 #[derive(Debug, Clone)]
 pub struct RunRow {
     pub run_id: String,
     pub name: String,
-    pub params: String,
-    pub status: String,
+    pub params: RunParams,
+    pub status: RunStatus,
     pub reason: Option<String>,
     pub laps: i64,
     pub started_at: String,
@@ -44,8 +45,24 @@ pub struct LapRow {
 const RUN_COLUMNS: &str =
     "run_id, name, params, status, reason, laps, started_at, ended_at, pid, proc_start, result, state";
 
-fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
-    Ok(RunRow {
+/// The columns of [`RUN_COLUMNS`] before they are typed.
+struct RawRun {
+    run_id: String,
+    name: String,
+    params: String,
+    status: String,
+    reason: Option<String>,
+    laps: i64,
+    started_at: String,
+    ended_at: Option<String>,
+    pid: i64,
+    proc_start: i64,
+    result: Option<String>,
+    state: Option<String>,
+}
+
+fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
+    Ok(RawRun {
         run_id: r.get(0)?,
         name: r.get(1)?,
         params: r.get(2)?,
@@ -61,12 +78,34 @@ fn run_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RunRow> {
     })
 }
 
+impl RawRun {
+    /// Parses the status and params; a row that does not parse is an error naming the run.
+    fn typed(self) -> Result<RunRow> {
+        let status = RunStatus::parse(&self.status)
+            .map_err(|_| crate::Error::Corrupt(format!("run {}: unknown status {:?}", self.run_id, self.status)))?;
+        Ok(RunRow {
+            params: RunParams::parse(&self.run_id, &self.params)?,
+            status,
+            run_id: self.run_id,
+            name: self.name,
+            reason: self.reason,
+            laps: self.laps,
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+            pid: self.pid,
+            proc_start: self.proc_start,
+            result: self.result,
+            state: self.state,
+        })
+    }
+}
+
 /// What a locked step decided: the lap to insert and the run row's new values.
 pub struct StepWrite {
     pub lap: LapRow,
     pub state: String,
     /// Set when the run ends on this lap: (status, reason, result JSON).
-    pub end: Option<(String, String, String)>,
+    pub end: Option<(RunStatus, String, String)>,
 }
 
 impl Store {
@@ -75,8 +114,17 @@ impl Store {
         self.conn
             .execute(
                 "INSERT INTO loop_runs(run_id, name, params, status, started_at, pid, proc_start, state)
-                 VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7)",
-                params![run.run_id, run.name, run.params, run.started_at, run.pid, run.proc_start, run.state],
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![
+                    run.run_id,
+                    run.name,
+                    run.params.to_json(),
+                    RunStatus::Running.as_str(),
+                    run.started_at,
+                    run.pid,
+                    run.proc_start,
+                    run.state
+                ],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -99,12 +147,12 @@ impl Store {
     }
 
     /// Records a run's end.
-    pub fn run_finish(&mut self, run_id: &str, status: &str, reason: &str, laps: i64, result: &str) -> Result<()> {
+    pub fn run_finish(&mut self, run_id: &str, status: RunStatus, reason: &str, laps: i64, result: &str) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE loop_runs SET status = ?2, reason = ?3, laps = ?4, ended_at = ?5, result = ?6
                  WHERE run_id = ?1",
-                params![run_id, status, reason, laps, crate::memory::now_rfc3339(), result],
+                params![run_id, status.as_str(), reason, laps, crate::memory::now_rfc3339(), result],
             )
             .map_err(|e| self.err(e))?;
         Ok(())
@@ -123,10 +171,11 @@ impl Store {
         let db_err = |source| crate::Error::Database { path: path.clone(), source };
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
         let run = tx
-            .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], run_row)
+            .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], raw_run)
             .optional()
             .map_err(db_err)?
-            .ok_or_else(|| crate::Error::NotFound { what: "run", id: run_id.to_string() })?;
+            .ok_or_else(|| crate::Error::NotFound { what: "run", id: run_id.to_string() })?
+            .typed()?;
         let (w, out) = decide(run)?;
         tx.execute(
             "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
@@ -139,7 +188,7 @@ impl Store {
         if let Some((status, reason, result)) = &w.end {
             tx.execute(
                 "UPDATE loop_runs SET status = ?2, reason = ?3, ended_at = ?4, result = ?5 WHERE run_id = ?1",
-                params![run_id, status, reason, crate::memory::now_rfc3339(), result],
+                params![run_id, status.as_str(), reason, crate::memory::now_rfc3339(), result],
             )
             .map_err(db_err)?;
         }
@@ -156,26 +205,31 @@ impl Store {
     }
 
     /// Ends a running run that no process is driving (agent-driven runs on `cancel`).
-    pub fn run_end_if_running(&mut self, run_id: &str, status: &str, reason: &str) -> Result<bool> {
+    pub fn run_end_if_running(&mut self, run_id: &str, status: RunStatus, reason: &str) -> Result<bool> {
         let n = self
             .conn
             .execute(
-                "UPDATE loop_runs SET status = ?2, reason = ?3, ended_at = ?4 WHERE run_id = ?1 AND status = 'running'",
-                params![run_id, status, reason, crate::memory::now_rfc3339()],
+                "UPDATE loop_runs SET status = ?2, reason = ?3, ended_at = ?4 WHERE run_id = ?1 AND status = ?5",
+                params![run_id, status.as_str(), reason, crate::memory::now_rfc3339(), RunStatus::Running.as_str()],
             )
             .map_err(|e| self.err(e))?;
         Ok(n == 1)
     }
 
     /// Asks a running run to stop; returns the run's current status (None: unknown run).
-    pub fn run_request_cancel(&mut self, run_id: &str) -> Result<Option<String>> {
+    pub fn run_request_cancel(&mut self, run_id: &str) -> Result<Option<RunStatus>> {
         self.conn
-            .execute("UPDATE loop_runs SET cancel_requested = 1 WHERE run_id = ?1 AND status = 'running'", [run_id])
+            .execute(
+                "UPDATE loop_runs SET cancel_requested = 1 WHERE run_id = ?1 AND status = ?2",
+                [run_id, RunStatus::Running.as_str()],
+            )
             .map_err(|e| self.err(e))?;
-        self.conn
+        let status: Option<String> = self
+            .conn
             .query_row("SELECT status FROM loop_runs WHERE run_id = ?1", [run_id], |r| r.get(0))
             .optional()
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        status.map(|s| RunStatus::parse(&s)).transpose()
     }
 
     /// True when someone asked this run to stop (a primary-key read: cheap enough to poll).
@@ -191,9 +245,11 @@ impl Store {
     /// One run by id.
     pub fn run_get(&self, run_id: &str) -> Result<Option<RunRow>> {
         self.conn
-            .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], run_row)
+            .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], raw_run)
             .optional()
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?
+            .map(RawRun::typed)
+            .transpose()
     }
 
     /// Runs newest first, of one loop name or of all.
@@ -203,25 +259,25 @@ impl Store {
             None => (format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE ?1 = ?1 ORDER BY rowid DESC LIMIT ?2"), ""),
         };
         let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
-        let rows = stmt.query_map(params![arg, limit as i64], run_row).map_err(|e| self.err(e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+        let rows = stmt.query_map(params![arg, limit as i64], raw_run).map_err(|e| self.err(e))?;
+        rows.map(|r| r.map_err(|e| self.err(e)).and_then(RawRun::typed)).collect()
     }
 
     /// A page of runs newest first (by start order), of one loop or of all, with their rowids
     /// so the next page can start `before` the last one.
     pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<(i64, RunRow)>> {
         let filter = if name.is_some() { "name = ?1" } else { "?1 = ?1" };
-        // rowid comes last, after the columns `run_row` reads by position.
+        // rowid comes last, after the columns `raw_run` reads by position.
         let sql = format!(
             "SELECT {RUN_COLUMNS}, rowid FROM loop_runs WHERE {filter} AND rowid < ?2 ORDER BY rowid DESC LIMIT ?3"
         );
         let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map(params![name.unwrap_or(""), before.unwrap_or(i64::MAX), limit as i64], |r| {
-                Ok((r.get(12)?, run_row(r)?))
+                Ok((r.get(12)?, raw_run(r)?))
             })
             .map_err(|e| self.err(e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
+        rows.map(|r| r.map_err(|e| self.err(e)).and_then(|(rowid, raw)| Ok((rowid, raw.typed()?)))).collect()
     }
 
     /// Every loop name with its number of runs and its newest run id, by newest run first.
@@ -271,18 +327,19 @@ impl Store {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
     }
 
-    /// Ids (ascending) above `after` carrying every one of `tags` (non-empty).
-    pub fn ids_with_all_tags_after(&self, tags: &[String], after: i64) -> Result<Vec<i64>> {
+    /// Ids (ascending) in `after < id <= upto` carrying every one of `tags` (non-empty).
+    pub fn ids_with_all_tags_in(&self, tags: &[String], after: i64, upto: i64) -> Result<Vec<i64>> {
         let Some((first, rest)) = tags.split_first() else {
             return Ok(Vec::new());
         };
-        let mut sql = String::from("SELECT memory_id FROM memory_tags WHERE memory_id > ?1 AND tag = ?2");
+        let range = "memory_id > ?1 AND memory_id <= ?2";
+        let mut sql = format!("SELECT memory_id FROM memory_tags WHERE {range} AND tag = ?3");
         for i in 0..rest.len() {
-            sql.push_str(&format!(" INTERSECT SELECT memory_id FROM memory_tags WHERE memory_id > ?1 AND tag = ?{}", i + 3));
+            sql.push_str(&format!(" INTERSECT SELECT memory_id FROM memory_tags WHERE {range} AND tag = ?{}", i + 4));
         }
         sql.push_str(" ORDER BY 1");
         let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
-        let mut args: Vec<rusqlite::types::Value> = vec![after.into(), first.clone().into()];
+        let mut args: Vec<rusqlite::types::Value> = vec![after.into(), upto.into(), first.clone().into()];
         args.extend(rest.iter().map(|t| t.clone().into()));
         let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, i64>(0)).map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))

@@ -305,7 +305,7 @@ impl Store {
 
     /// The ids (ascending) of rows carrying every one of `tags` (non-empty).
     pub fn ids_with_all_tags(&self, tags: &[String]) -> Result<Vec<i64>> {
-        self.ids_with_all_tags_after(tags, 0)
+        self.ids_with_all_tags_in(tags, 0, i64::MAX)
     }
 
     /// Rows stored without a vector yet: `(id, content)`, oldest first.

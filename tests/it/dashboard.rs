@@ -111,8 +111,8 @@ fn runs_are_paginated() {
             let row = slm::storage::RunRow {
                 run_id: format!("bulk-{i:04}"),
                 name: "bulk".into(),
-                params: "{}".into(),
-                status: "running".into(),
+                params: synthetic_params(),
+                status: slm::record::RunStatus::Running,
                 reason: None,
                 laps: 0,
                 started_at: slm::memory::now_rfc3339(),
@@ -123,7 +123,7 @@ fn runs_are_paginated() {
                 state: None,
             };
             store.run_start(&row).unwrap();
-            store.run_finish(&row.run_id, "max_iterations", "synthetic", 1, "{}").unwrap();
+            store.run_finish(&row.run_id, slm::record::RunStatus::MaxIterations, "synthetic", 1, "{}").unwrap();
         }
     }
     let d = start(&root);
@@ -201,4 +201,18 @@ fn the_page_works_in_a_real_browser() {
     assert!(f["live_after"].as_i64() > f["live_before"].as_i64());
     assert!(shot.is_file());
     eprintln!("browser facts: {f}");
+}
+
+/// The params of a synthetic run row: a memory gate at 0.8 with the default bounds.
+fn synthetic_params() -> slm::record::RunParams {
+    let limits = slm::record::Limits {
+        max_iterations: 20,
+        max_wallclock_s: 15.0,
+        poll_interval_s: 1.0,
+        max_tokens: 0,
+        no_progress_window: 0,
+        gate_min_score: 0.8,
+    };
+    let gate = slm::record::GateSpec::Memory { gate_query: "synthetic".into(), gate_tags: Vec::new() };
+    slm::record::RunParams { limits, gate }
 }

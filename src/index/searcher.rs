@@ -1,0 +1,206 @@
+//! [`Searcher`]: the one search seam of the crate. It owns the [`VectorSet`], the optional
+//! HNSW graph and the thread that builds it, and answers recall's top-k and the gate's sweep.
+//!
+//! The engine feeds it rows ([`Searcher::catch_up`]) and tells it what was forgotten; it never
+//! reads the store itself. One-shot processes never build a graph (they would pay minutes
+//! and throw it away); a long-lived process opts in with [`Searcher::with_graph_from`] and
+//! builds one on a background thread once the store is large enough, scanning exactly until
+//! it is ready. Rows newer than the graph are always scanned exactly: an outlier inserted late
+//! into an `hnsw_rs` graph can end up unreachable, so the tail is rescored instead and the
+//! graph rebuilt in the background once the tail grows.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde::Serialize;
+
+use super::exact::{self, Sweep};
+use super::hnsw::HnswIndex;
+use super::{Filter, Scored, VectorSet};
+use crate::embed::DIM;
+use crate::memory::Kind;
+use crate::Result;
+
+/// Below this many memories recall always scans exactly; at and above it a long-lived process
+/// builds an HNSW graph in the background. Measured here (benches/recall.rs): the parallel
+/// exact scan costs ≈ 0.03 ms per 1k vectors, a graph search with rescoring ≈ 1.7 ms at 100k,
+/// so they cross near 57k (README, "How recall is computed").
+pub const HNSW_MIN: usize = 60_000;
+
+/// HNSW search list size; with M = 16 this gave recall@10 ≥ 0.99 at 100k in `benches/`.
+pub const HNSW_EF: usize = 96;
+
+/// Rows newer than the graph that trigger a background rebuild (and a tenth of the graph).
+const REBUILD_TAIL: usize = 5_000;
+
+struct Graph {
+    index: HnswIndex,
+    /// Largest row id present when the graph was built; newer rows are scanned exactly.
+    built_upto: i64,
+}
+
+/// What `status` reports about search in this process.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct IndexState {
+    /// `exact` or `hnsw`: what the next unfiltered recall in this process would use.
+    pub mode: &'static str,
+    pub hnsw_min_memories: usize,
+    pub hnsw_vectors: usize,
+    pub hnsw_building: bool,
+}
+
+/// The vectors of one data root and the structures that search them.
+pub struct Searcher {
+    set: RwLock<VectorSet>,
+    graph: Arc<RwLock<Option<Arc<Graph>>>>,
+    building: Arc<AtomicBool>,
+    /// Memories needed before a background graph build starts; `None` = never.
+    graph_min: Option<usize>,
+}
+
+impl Default for Searcher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Searcher {
+    /// An empty searcher that always scans exactly.
+    pub fn new() -> Self {
+        Searcher {
+            set: RwLock::new(VectorSet::new()),
+            graph: Arc::new(RwLock::new(None)),
+            building: Arc::new(AtomicBool::new(false)),
+            graph_min: None,
+        }
+    }
+
+    /// Lets this (long-lived) process build an HNSW graph in the background once the set
+    /// holds `min_memories` memories.
+    pub fn with_graph_from(mut self, min_memories: usize) -> Self {
+        self.graph_min = Some(min_memories.max(1));
+        self
+    }
+
+    /// Catches up with the store: `load(after, visit)` must visit every stored row with an id
+    /// above `after`, in id order, as `(id, kind, vector bytes)` (empty bytes = no vector yet).
+    /// Returns how many rows arrived.
+    pub fn catch_up(
+        &self,
+        load: impl FnOnce(i64, &mut dyn FnMut(i64, Kind, &[u8]) -> Result<()>) -> Result<()>,
+    ) -> Result<usize> {
+        let mut set = self.set.write();
+        let before = set.len();
+        let after = set.last_id();
+        load(after, &mut |id, kind, blob| set.append_blob(id, kind, blob))?;
+        Ok(set.len() - before)
+    }
+
+    /// Records that rows were forgotten, so no search returns them.
+    pub fn tombstone(&self, ids: &[i64]) {
+        let mut set = self.set.write();
+        ids.iter().for_each(|id| set.tombstone(*id));
+    }
+
+    /// The largest row id seen.
+    pub fn last_id(&self) -> i64 {
+        self.set.read().last_id()
+    }
+
+    /// Rows seen without a vector that `filter` admits by id (their vectors are not here).
+    pub fn pending(&self, filter: &Filter<'_>) -> Vec<i64> {
+        self.set.read().pending(filter)
+    }
+
+    /// The best `k` rows for `q` under `filter`, exact scores, best first. `extra` holds rows
+    /// whose vectors are not in the set (stored without one); they are ranked with the rest.
+    /// Uses the graph, when this process has one, for unfiltered memory searches.
+    pub fn search(&self, q: &[f32], k: usize, filter: &Filter<'_>, extra: &[(i64, Vec<f32>)]) -> Vec<Scored> {
+        let set = self.set.read();
+        let graph = if filter.only_ids.is_none() && !filter.include_laps && filter.after_id == 0 {
+            self.graph_for(&set)
+        } else {
+            None
+        };
+        let mut hits = match graph {
+            Some(g) => rescore(&set, &g, q, k, filter),
+            None => exact::top_k(&set, q, k, filter),
+        };
+        let before = hits.len();
+        hits.extend(extra.iter().map(|(id, v)| Scored { id: *id, score: crate::spaces::cosine(q, v) }));
+        if hits.len() == before {
+            return hits;
+        }
+        hits.retain(|s| s.score >= filter.min_score);
+        exact::truncate_best(hits, k)
+    }
+
+    /// Every row `filter` admits, exactly: all at or above `filter.min_score` best first, the
+    /// best overall and the count (see [`exact::sweep`]). Never approximate.
+    pub fn sweep(&self, q: &[f32], filter: &Filter<'_>) -> Sweep {
+        exact::sweep(&self.set.read(), q, filter)
+    }
+
+    /// Number of rows `filter` admits.
+    pub fn count(&self, filter: &Filter<'_>) -> usize {
+        self.set.read().count(filter)
+    }
+
+    /// What the next unfiltered search would use.
+    pub fn state(&self) -> IndexState {
+        let graph = self.graph.read().clone();
+        IndexState {
+            mode: if graph.is_some() { "hnsw" } else { "exact" },
+            hnsw_min_memories: self.graph_min.unwrap_or(HNSW_MIN),
+            hnsw_vectors: graph.map_or(0, |g| g.index.len()),
+            hnsw_building: self.building.load(Ordering::Acquire),
+        }
+    }
+
+    /// The graph to use, if this process keeps one; starts a background (re)build when the
+    /// set is large enough or the exactly-scanned tail has grown.
+    fn graph_for(&self, set: &VectorSet) -> Option<Arc<Graph>> {
+        let min = self.graph_min?;
+        let graph = self.graph.read().clone();
+        let needs_build = match &graph {
+            Some(g) => set.len() - set.first_after(g.built_upto) >= REBUILD_TAIL.max(g.index.len() / 10),
+            None => set.len() >= min && set.count(&Filter::memories()) >= min,
+        };
+        if needs_build && !self.building.swap(true, Ordering::AcqRel) {
+            self.spawn_build(set);
+        }
+        graph
+    }
+
+    fn spawn_build(&self, set: &VectorSet) {
+        let f = Filter::memories();
+        let positions: Vec<usize> = set.admitted(&f).collect();
+        let ids: Vec<i64> = positions.iter().map(|&p| set.id_at(p)).collect();
+        let mut data = Vec::with_capacity(positions.len() * DIM);
+        positions.iter().for_each(|&p| data.extend_from_slice(set.vector(p)));
+        let upto = set.last_id();
+        let slot = Arc::clone(&self.graph);
+        let building = Arc::clone(&self.building);
+        let spawned = std::thread::Builder::new().name("slm-hnsw-build".into()).spawn(move || {
+            let items: Vec<(i64, &[f32])> = ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
+            let index = HnswIndex::build(&items);
+            tracing::info!(vectors = index.len(), "HNSW index built");
+            *slot.write() = Some(Arc::new(Graph { index, built_upto: upto }));
+            building.store(false, Ordering::Release);
+        });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot start the HNSW build thread: {e}");
+            self.building.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Graph candidates plus every row newer than the graph, all rescored exactly.
+fn rescore(set: &VectorSet, g: &Graph, q: &[f32], want: usize, filter: &Filter<'_>) -> Vec<Scored> {
+    let k = want * 2 + 10;
+    let from_graph = g.index.candidates(q, k, HNSW_EF.max(k)).into_iter().filter_map(|id| set.position(id));
+    let tail = set.first_after(g.built_upto)..set.len();
+    let hits = from_graph.chain(tail).filter_map(|p| exact::score_at(set, p, q, filter)).collect();
+    exact::truncate_best(hits, want)
+}

@@ -1,0 +1,48 @@
+//! What a run returns and what it reports while it goes: [`RunResult`] (SPEC §2 "Result of a
+//! run"), its [`Termination`], and the [`LapEvent`] a live observer receives once per lap.
+//! Shared by every surface; kept apart from the runner and the ledger so neither imports the
+//! other for it.
+
+use serde::Serialize;
+
+use super::params::{Clamp, Limits};
+use crate::memory::Hit;
+use crate::record::RunStatus;
+
+/// Why and how a run ended.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Termination {
+    pub elapsed_s: f64,
+    pub tokens_used: u64,
+    pub best_score: Option<f32>,
+    pub best_memory_id: Option<i64>,
+    pub limits: Limits,
+    pub clamped: Vec<Clamp>,
+    pub ledger_errors: u64,
+}
+
+/// The result of a run, shared by every surface (SPEC §2 "Result of a run").
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct RunResult {
+    pub ok: bool,
+    pub status: RunStatus,
+    pub reason: String,
+    pub laps: i64,
+    pub run_id: String,
+    pub termination: Termination,
+    #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
+    pub matched: Option<Hit>,
+}
+
+/// One lap as reported to a live observer (the CLI prints these as they happen; MCP sends
+/// them as progress notifications).
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct LapEvent {
+    pub run_id: String,
+    pub lap: i64,
+    pub decision: String,
+    pub passed: bool,
+    pub detail: String,
+    pub score: Option<f32>,
+    pub budget: serde_json::Value,
+}

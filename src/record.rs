@@ -1,0 +1,188 @@
+//! The typed record of a loop run, as the store keeps it and the loop engine reads it.
+//!
+//! A run's status is a [`RunStatus`], its gate a serde-tagged [`GateSpec`] and its applied
+//! bounds [`Limits`]; [`RunParams`] is what the `params` column holds. They live here, below
+//! both [`crate::storage`] and [`crate::loops`], so the store can hand out typed rows without
+//! knowing anything about how loops run, and nothing parses a status or a gate kind from a
+//! string twice. A row that does not parse is an error naming the run, never a silent default.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Where a run is: still `running`, or how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Not ended yet (stored); shown as `interrupted` when its process died.
+    Running,
+    Converged,
+    MaxIterations,
+    MaxWallclock,
+    MaxTokens,
+    NoProgress,
+    Cancelled,
+    /// Shown for a `running` run whose process died; never stored, never returned by a run.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// Every status, for parsing.
+    const ALL: [RunStatus; 8] = [
+        RunStatus::Running,
+        RunStatus::Converged,
+        RunStatus::MaxIterations,
+        RunStatus::MaxWallclock,
+        RunStatus::MaxTokens,
+        RunStatus::NoProgress,
+        RunStatus::Cancelled,
+        RunStatus::Interrupted,
+    ];
+
+    /// The stored and displayed name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Converged => "converged",
+            RunStatus::MaxIterations => "max_iterations",
+            RunStatus::MaxWallclock => "max_wallclock",
+            RunStatus::MaxTokens => "max_tokens",
+            RunStatus::NoProgress => "no_progress",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+
+    /// Parses a stored status.
+    pub fn parse(s: &str) -> Result<RunStatus> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| Error::Corrupt(format!("unknown run status {s:?}")))
+    }
+
+    /// True for every status but `running`.
+    pub fn is_terminal(self) -> bool {
+        self != RunStatus::Running
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The bounds a run actually uses, after clamping.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct Limits {
+    pub max_iterations: i64,
+    pub max_wallclock_s: f64,
+    pub poll_interval_s: f64,
+    /// 0 = unlimited.
+    pub max_tokens: i64,
+    /// 0 = disabled.
+    pub no_progress_window: i64,
+    pub gate_min_score: f64,
+}
+
+impl Limits {
+    /// The gate threshold as the scores are computed (f32), converted in one place.
+    pub fn threshold(&self) -> f32 {
+        self.gate_min_score as f32
+    }
+}
+
+/// What decides a run's laps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "gate", rename_all = "snake_case")]
+pub enum GateSpec {
+    /// The memory gate: candidates by exact cosine, then the verifier chain.
+    Memory {
+        gate_query: String,
+        #[serde(default)]
+        gate_tags: Vec<String>,
+    },
+    /// An agent-driven run: a shell command run on each `slm loop step`.
+    Command {
+        gate_cmd: String,
+        /// When the run's wall-clock ends (Unix milliseconds).
+        deadline_ms: i64,
+    },
+    /// The keyless demo's gate: fails before lap `passes_on_lap`, passes from it on.
+    Stub { passes_on_lap: i64 },
+}
+
+impl GateSpec {
+    /// `memory`, `command` or `stub`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            GateSpec::Memory { .. } => "memory",
+            GateSpec::Command { .. } => "command",
+            GateSpec::Stub { .. } => "stub",
+        }
+    }
+}
+
+/// What a run records about itself (the `params` column): its bounds and its gate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunParams {
+    pub limits: Limits,
+    #[serde(flatten)]
+    pub gate: GateSpec,
+}
+
+/// The first release stored memory and stub gates one level down (`{"limits", "gate": {"gate":
+/// "memory", ...}}`); such rows are still read.
+#[derive(Deserialize)]
+struct NestedParams {
+    limits: Limits,
+    gate: GateSpec,
+}
+
+impl RunParams {
+    /// Parses the `params` column of run `run_id`.
+    pub fn parse(run_id: &str, json: &str) -> Result<RunParams> {
+        serde_json::from_str::<RunParams>(json)
+            .or_else(|e| serde_json::from_str::<NestedParams>(json).map(|n| RunParams { limits: n.limits, gate: n.gate }).map_err(|_| e))
+            .map_err(|e| Error::Corrupt(format!("run {run_id}: unreadable params ({e})")))
+    }
+
+    /// The `params` column's text.
+    pub fn to_json(&self) -> String {
+        // A struct of strings and numbers always serialises.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits { max_iterations: 3, max_wallclock_s: 5.0, poll_interval_s: 1.0, max_tokens: 0, no_progress_window: 0, gate_min_score: 0.5 }
+    }
+
+    #[test]
+    fn statuses_round_trip() {
+        for s in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(s.as_str()).unwrap(), s);
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        assert!(RunStatus::parse("runnin").is_err());
+    }
+
+    #[test]
+    fn params_round_trip_and_read_the_first_release_layouts() {
+        let p = RunParams { limits: limits(), gate: GateSpec::Command { gate_cmd: "true".into(), deadline_ms: 7 } };
+        assert_eq!(RunParams::parse("r", &p.to_json()).unwrap(), p);
+        // Agent-driven runs were already flat.
+        let flat = r#"{"gate":"command","gate_cmd":"make test","limits":{"max_iterations":3,"max_wallclock_s":5.0,"poll_interval_s":1.0,"max_tokens":0,"no_progress_window":0,"gate_min_score":0.5},"deadline_ms":9}"#;
+        assert_eq!(RunParams::parse("r", flat).unwrap().gate, GateSpec::Command { gate_cmd: "make test".into(), deadline_ms: 9 });
+        let nested = r#"{"limits":{"max_iterations":3,"max_wallclock_s":5.0,"poll_interval_s":1.0,"max_tokens":0,"no_progress_window":0,"gate_min_score":0.5},"gate":{"gate":"memory","gate_query":"q","gate_tags":["a"]}}"#;
+        let n = RunParams::parse("r", nested).unwrap();
+        assert_eq!(n.gate, GateSpec::Memory { gate_query: "q".into(), gate_tags: vec!["a".into()] });
+        let err = RunParams::parse("run-9", "{").unwrap_err().to_string();
+        assert!(err.contains("run-9"), "{err}");
+    }
+}
