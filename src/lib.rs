@@ -29,6 +29,7 @@ pub mod loops;
 pub mod mcp;
 pub mod serve;
 pub mod memory;
+pub mod nli;
 pub mod spaces;
 pub mod storage;
 
