@@ -19,6 +19,16 @@ if ! target/pyenv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m
   target/pyenv/bin/pip install --quiet --disable-pip-version-check "$MCP_SDK"
 fi
 
+# The `onnx` package, pinned, to build the tiny NLI test model (scripts/make-nli-test-model.py,
+# tests/it/nli.rs).
+ONNX_PKG="onnx==1.23.2"
+if ! target/pyenv/bin/python -c 'import importlib.metadata as m, sys; sys.exit(m.version("onnx") != "1.23.2")' 2>/dev/null; then
+  echo "== installing $ONNX_PKG into target/pyenv"
+  mkdir -p target
+  [ -x target/pyenv/bin/python ] || python3 -m venv target/pyenv
+  target/pyenv/bin/pip install --quiet --disable-pip-version-check "$ONNX_PKG"
+fi
+
 # Debian's Chromium and playwright-core (no browser download) for the dashboard browser test.
 if ! command -v chromium >/dev/null 2>&1; then
   echo "== installing Debian's chromium"

@@ -30,6 +30,7 @@ pub mod loops;
 pub mod mcp;
 pub mod serve;
 pub mod memory;
+pub mod nli;
 pub mod record;
 pub mod spaces;
 pub mod storage;

@@ -46,6 +46,20 @@ impl ModelFiles {
         Ok(files)
     }
 
+    /// Locates only the ONNX Runtime library (`ORT_DYLIB_PATH`, else `models/` as in
+    /// [`ModelFiles::locate`]), for a model that lives elsewhere (the gate's `nli:DIR`).
+    pub(crate) fn locate_ort_lib() -> Result<PathBuf> {
+        let lib = std::env::var_os("ORT_DYLIB_PATH")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| find_models_root().map(|r| r.join(ORT_SUBPATH)))
+            .ok_or_else(|| Error::Model { message: format!("ONNX Runtime library not found: {HINT}") })?;
+        if !lib.is_file() {
+            return Err(Error::Model { message: format!("ONNX Runtime library missing: {}: {HINT}", lib.display()) });
+        }
+        Ok(lib)
+    }
+
     /// Checks that every file exists, so a missing one is a one-line error before any loading.
     pub fn check(&self) -> Result<()> {
         for name in MODEL_FILES {

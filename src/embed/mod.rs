@@ -12,6 +12,7 @@ pub mod testing;
 
 pub use locate::ModelFiles;
 pub use onnx::{prepare_optimized_model, OnnxEmbedder};
+pub(crate) use onnx::runtime;
 
 use ndarray::Array2;
 

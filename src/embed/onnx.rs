@@ -145,8 +145,9 @@ fn load_model(files: &ModelFiles) -> std::result::Result<Mutex<TextEmbedding>, S
     Ok(Mutex::new(embedding))
 }
 
-/// ONNX Runtime allows one environment per process, so every embedder shares the first one.
-fn runtime(files: &ModelFiles) -> std::result::Result<ort::environment::Environment, String> {
+/// ONNX Runtime allows one environment per process, so every embedder (and the gate's NLI
+/// model, [`crate::nli`]) shares the first one.
+pub(crate) fn runtime(files: &ModelFiles) -> std::result::Result<ort::environment::Environment, String> {
     static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
     ENV.get_or_init(|| {
         ort::init_from(&files.ort_lib)

@@ -14,5 +14,6 @@ mod mcp_inproc;
 mod mcp_python;
 mod mcp_stdio;
 mod memory_cli;
+mod nli;
 mod plugin;
 mod setup;
