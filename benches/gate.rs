@@ -14,7 +14,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 
 use slm::embed::OnnxEmbedder;
 use slm::engine::{DataRoot, Engine};
+use slm::loops::verify::Chain;
 use slm::loops::{Gate, MemoryGate};
+use slm::record::VerifySpec;
 use slm::memory::Kind;
 
 mod common;
@@ -37,6 +39,15 @@ fn sizes() -> Vec<usize> {
         v.push(SIZE_1M);
     }
     v
+}
+
+/// The default verifier chain (the guard), as a product run builds it.
+fn guard_chain() -> Chain {
+    Chain::build(&[VerifySpec::Guard], QUERY, 0.5).unwrap()
+}
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(60)
 }
 
 fn open(dir: &std::path::Path) -> Engine {
@@ -62,14 +73,14 @@ fn bench_polls(c: &mut Criterion) {
         g.sample_size(10);
         g.bench_function("lap1", |b| {
             b.iter_batched(
-                || MemoryGate::new(&engine, QUERY, THRESHOLD, Vec::new()).unwrap(),
-                |mut gate| gate.observe(1).unwrap(),
+                || MemoryGate::new(&engine, QUERY, THRESHOLD, Vec::new(), guard_chain()).unwrap(),
+                |mut gate| gate.observe(1, far()).unwrap(),
                 BatchSize::PerIteration,
             )
         });
         for new in NEW_PER_POLL {
-            let mut gate = MemoryGate::new(&engine, QUERY, THRESHOLD, Vec::new()).unwrap();
-            gate.observe(1).unwrap();
+            let mut gate = MemoryGate::new(&engine, QUERY, THRESHOLD, Vec::new(), guard_chain()).unwrap();
+            gate.observe(1, far()).unwrap();
             let mut writer = slm::storage::Store::open(&dir.join(slm::storage::DB_FILE)).unwrap();
             let mut seed = 1_000u64;
             g.bench_function(BenchmarkId::new("poll_new", new), |b| {
@@ -88,7 +99,7 @@ fn bench_polls(c: &mut Criterion) {
                             writer.insert(&rows).unwrap();
                         }
                     },
-                    |_| gate.observe(2).unwrap(),
+                    |_| gate.observe(2, far()).unwrap(),
                     BatchSize::PerIteration,
                 )
             });

@@ -102,6 +102,13 @@ pub enum GateSpec {
         gate_query: String,
         #[serde(default)]
         gate_tags: Vec<String>,
+        /// Every candidate must pass all of these (runs of the first release had none: plain
+        /// cosine, which is what an empty list means when read back).
+        #[serde(default)]
+        gate_verify: Vec<VerifySpec>,
+        /// Entailment probability an `nli:` verifier needs.
+        #[serde(default = "default_nli_min")]
+        gate_nli_min: f64,
     },
     /// An agent-driven run: a shell command run on each `slm loop step`.
     Command {
@@ -120,6 +127,67 @@ impl GateSpec {
             GateSpec::Memory { .. } => "memory",
             GateSpec::Command { .. } => "command",
             GateSpec::Stub { .. } => "stub",
+        }
+    }
+}
+
+/// Default `gate_nli_min`.
+pub const DEFAULT_NLI_MIN: f64 = 0.5;
+
+fn default_nli_min() -> f64 {
+    DEFAULT_NLI_MIN
+}
+
+/// One verifier of the memory gate's chain, as the user names it (`--gate-verify SPEC`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum VerifySpec {
+    /// `guard`: the built-in deterministic check of identifiers and polarity (the default).
+    Guard,
+    /// `none`: plain cosine, no verification.
+    None,
+    /// `nli:DIR`: a user-supplied ONNX natural-language-inference cross-encoder.
+    Nli(std::path::PathBuf),
+    /// `cmd:COMMAND`: a shell command (CLI only) that gets the candidate and exits 0 to accept.
+    Cmd(String),
+}
+
+impl VerifySpec {
+    /// Parses `guard`, `none`, `nli:DIR` or `cmd:COMMAND`; anything else is invalid input
+    /// naming `gate_verify`.
+    pub fn parse(s: &str) -> Result<VerifySpec> {
+        let rule = "must be guard, none, nli:DIR or cmd:COMMAND";
+        match s.split_once(':') {
+            None if s == "guard" => Ok(VerifySpec::Guard),
+            None if s == "none" => Ok(VerifySpec::None),
+            Some(("nli", dir)) if !dir.trim().is_empty() => Ok(VerifySpec::Nli(dir.into())),
+            Some(("nli", _)) => Err(Error::invalid("gate_verify", s, "nli: needs a model directory (nli:DIR)")),
+            Some(("cmd", cmd)) if !cmd.trim().is_empty() && !cmd.contains('\0') => Ok(VerifySpec::Cmd(cmd.to_string())),
+            Some(("cmd", _)) => Err(Error::invalid("gate_verify", s, "cmd: needs a non-empty shell command without NUL")),
+            _ => Err(Error::invalid("gate_verify", s, rule)),
+        }
+    }
+
+    /// The verifier's name as shown in details and results (`guard`, `nli:DIR`, ...).
+    pub fn name(&self) -> String {
+        String::from(self.clone())
+    }
+}
+
+impl TryFrom<String> for VerifySpec {
+    type Error = Error;
+    fn try_from(s: String) -> Result<VerifySpec> {
+        VerifySpec::parse(&s)
+    }
+}
+
+impl From<VerifySpec> for String {
+    fn from(v: VerifySpec) -> String {
+        match v {
+            VerifySpec::Guard => "guard".into(),
+            VerifySpec::None => "none".into(),
+            VerifySpec::Nli(dir) => format!("nli:{}", dir.display()),
+            VerifySpec::Cmd(cmd) => format!("cmd:{cmd}"),
         }
     }
 }
@@ -164,6 +232,19 @@ mod tests {
     }
 
     #[test]
+    fn verifier_specs_parse_and_name_their_field() {
+        assert_eq!(VerifySpec::parse("guard").unwrap(), VerifySpec::Guard);
+        assert_eq!(VerifySpec::parse("none").unwrap(), VerifySpec::None);
+        assert_eq!(VerifySpec::parse("nli:/m/x").unwrap(), VerifySpec::Nli("/m/x".into()));
+        assert_eq!(VerifySpec::parse("cmd:gh pr view 42 | grep -q APPROVED").unwrap().name(), "cmd:gh pr view 42 | grep -q APPROVED");
+        for bad in ["", "Guard", "nli:", "cmd:", "cmd:  ", "regex:x", "guard:1"] {
+            assert_eq!(VerifySpec::parse(bad).unwrap_err().field(), Some("gate_verify"), "{bad:?}");
+        }
+        let json = serde_json::to_string(&vec![VerifySpec::Guard, VerifySpec::Cmd("true".into())]).unwrap();
+        assert_eq!(json, r#"["guard","cmd:true"]"#);
+    }
+
+    #[test]
     fn statuses_round_trip() {
         for s in RunStatus::ALL {
             assert_eq!(RunStatus::parse(s.as_str()).unwrap(), s);
@@ -181,7 +262,8 @@ mod tests {
         assert_eq!(RunParams::parse("r", flat).unwrap().gate, GateSpec::Command { gate_cmd: "make test".into(), deadline_ms: 9 });
         let nested = r#"{"limits":{"max_iterations":3,"max_wallclock_s":5.0,"poll_interval_s":1.0,"max_tokens":0,"no_progress_window":0,"gate_min_score":0.5},"gate":{"gate":"memory","gate_query":"q","gate_tags":["a"]}}"#;
         let n = RunParams::parse("r", nested).unwrap();
-        assert_eq!(n.gate, GateSpec::Memory { gate_query: "q".into(), gate_tags: vec!["a".into()] });
+        let plain = GateSpec::Memory { gate_query: "q".into(), gate_tags: vec!["a".into()], gate_verify: vec![], gate_nli_min: 0.5 };
+        assert_eq!(n.gate, plain, "first-release runs were plain cosine");
         let err = RunParams::parse("run-9", "{").unwrap_err().to_string();
         assert!(err.contains("run-9"), "{err}");
     }

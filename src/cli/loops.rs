@@ -55,6 +55,12 @@ pub enum LoopCommand {
         /// Only memories carrying every one of these tags are eligible.
         #[arg(long = "gate-tag", value_name = "TAG")]
         gate_tags: Vec<String>,
+        /// A verifier every candidate must pass: guard (default), none, nli:DIR, cmd:COMMAND; repeatable.
+        #[arg(long = "gate-verify", value_name = "SPEC")]
+        gate_verify: Vec<String>,
+        /// Entailment probability an nli: verifier needs, in [0, 1].
+        #[arg(long, default_value_t = slm::record::DEFAULT_NLI_MIN, allow_hyphen_values = true)]
+        gate_nli_min: f64,
     },
     /// Start an agent-driven loop whose gate is a shell command (exit 0 = pass); prints the run id.
     Start {
@@ -104,6 +110,66 @@ pub enum LoopCommand {
     Cancel { run_id: String },
 }
 
+#[derive(Subcommand, Debug)]
+pub enum GateCommand {
+    /// Would the gate pass on this memory? Scores it like a lap and shows every verifier's
+    /// verdict. Exit 0: it would pass; 3: it would not.
+    Check(GateCheckArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GateCheckArgs {
+    /// The gate query.
+    #[arg(long)]
+    query: String,
+    /// The memory text to check.
+    #[arg(long, conflicts_with = "id", required_unless_present = "id")]
+    memory: Option<String>,
+    /// A stored memory to check, by id.
+    #[arg(long)]
+    id: Option<i64>,
+    /// The gate threshold, in [-1, 1].
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    gate_min_score: f64,
+    /// A verifier (guard, none, nli:DIR, cmd:COMMAND); repeatable. Default: guard.
+    #[arg(long = "gate-verify", value_name = "SPEC")]
+    gate_verify: Vec<String>,
+    /// Entailment probability an nli: verifier needs, in [0, 1].
+    #[arg(long, default_value_t = slm::record::DEFAULT_NLI_MIN, allow_hyphen_values = true)]
+    gate_nli_min: f64,
+}
+
+impl GateCheckArgs {
+    pub fn request(self) -> slm::loops::explain::CheckRequest {
+        slm::loops::explain::CheckRequest {
+            query: self.query,
+            memory: self.memory,
+            id: self.id,
+            gate_min_score: self.gate_min_score,
+            gate_verify: if self.gate_verify.is_empty() { loops::params::default_verify() } else { self.gate_verify },
+            gate_nli_min: self.gate_nli_min,
+        }
+    }
+}
+
+/// `slm gate check`: prints the explanation; exit 0 when the gate would pass, 3 when not.
+pub fn gate_check(engine: &Engine, req: &slm::loops::explain::CheckRequest, json_out: bool) -> slm::Result<i32> {
+    let c = slm::loops::explain::gate_check(engine, req)?;
+    if json_out {
+        println!("{}", json!(c));
+    } else {
+        println!("{}: {}", if c.passed { "passes" } else { "blocked" }, c.reason);
+        println!("score {:.3}, threshold {:.3}", c.score, c.threshold);
+        for v in &c.verifiers {
+            match (&v.rule, &v.reason) {
+                (Some(rule), Some(reason)) => println!("{}: rejects: {reason} ({rule})", v.verifier),
+                _ => println!("{}: accepts", v.verifier),
+            }
+        }
+    }
+    Ok(if c.passed { 0 } else { EXIT_BOUND })
+}
+
 /// A loop command whose input has been checked, once, before the data root is touched.
 pub enum Checked {
     /// A memory-gated run or the demo.
@@ -131,6 +197,8 @@ impl LoopCommand {
                 max_tokens,
                 no_progress_window,
                 gate_tags,
+                gate_verify,
+                gate_nli_min,
             } => Checked::Run(CheckedLoop::try_from(LoopParams {
                 name,
                 gate_query,
@@ -141,6 +209,9 @@ impl LoopCommand {
                 max_tokens,
                 no_progress_window,
                 gate_tags,
+                // No flag means the default chain, as the MCP tool's default does.
+                gate_verify: if gate_verify.is_empty() { loops::params::default_verify() } else { gate_verify },
+                gate_nli_min,
             })?),
             LoopCommand::Start { name, gate_cmd, max_iterations, max_wallclock_s, max_tokens, no_progress_window } => {
                 Checked::Start(CheckedStart::try_from(StartParams {
@@ -310,7 +381,8 @@ fn finish(r: &RunResult, json_out: bool) -> i32 {
     } else {
         println!("{}: {} ({} laps, run {})", r.status.as_str(), r.reason, r.laps, r.run_id);
         if let Some(m) = &r.matched {
-            println!("match #{} ({:.3}): {}", m.id, m.score, m.content);
+            let by = if m.verified_by.is_empty() { "plain cosine".to_string() } else { m.verified_by.join(", ") };
+            println!("match #{} ({:.3}, verified by {by}): {}", m.hit.id, m.hit.score, m.hit.content);
         }
         if r.termination.ledger_errors > 0 {
             eprintln!("slm: warning: {} ledger writes failed", r.termination.ledger_errors);

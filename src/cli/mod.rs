@@ -103,6 +103,9 @@ enum Command {
     /// Bounded loops: wait for a gate to pass, under hard bounds, with a durable ledger.
     #[command(subcommand)]
     Loop(loops::LoopCommand),
+    /// Explain loop gate decisions without running a loop.
+    #[command(subcommand)]
+    Gate(loops::GateCommand),
     /// A local, read-only web page of memories and loops (live while a run is going).
     Dashboard {
         /// Port to listen on (0 = any free port).
@@ -260,6 +263,10 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             crate::SERVER_MODE.store(true, std::sync::atomic::Ordering::Release);
             let root = DataRoot::resolve(g.data_dir.clone())?;
             slm::mcp::serve_stdio(&root, profile, Arc::new(OnnxEmbedder::locate()))?;
+        }
+        Command::Gate(loops::GateCommand::Check(args)) => {
+            let req = args.request();
+            return loops::gate_check(&open(g)?, &req, g.json);
         }
         Command::Loop(cmd) => {
             // Reject bad loop input before touching the data root: nothing is written.

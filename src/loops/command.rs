@@ -88,6 +88,30 @@ impl GateOutcome {
         h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
     }
 
+    /// The output's last words, one line, for a detail.
+    fn tail(&self) -> Option<String> {
+        let tail: String = self.output.split_whitespace().collect::<Vec<_>>().join(" ");
+        if tail.is_empty() {
+            return None;
+        }
+        let n = tail.chars().count();
+        let kept: String = tail.chars().skip(n.saturating_sub(DETAIL_TAIL)).collect();
+        Some(format!("{}{kept}", if n > DETAIL_TAIL { "…" } else { "" }))
+    }
+
+    /// Why a verifying command refused a candidate, to read after "#17 scored 0.77 but ".
+    pub fn refusal(&self) -> String {
+        let what = match (self.timed_out, self.exit_code) {
+            (true, _) => format!("the command was killed at the deadline after {:.1} s", self.elapsed.as_secs_f64()),
+            (false, Some(c)) => format!("the command refused it (exit {c})"),
+            (false, None) => "the command was killed by a signal".to_string(),
+        };
+        match self.tail() {
+            Some(t) => format!("{what}: {t}"),
+            None => what,
+        }
+    }
+
     fn detail(&self, note: Option<&str>) -> String {
         let mut d = if self.timed_out {
             format!("gate command killed at the wall-clock deadline after {:.1} s", self.elapsed.as_secs_f64())
@@ -98,11 +122,8 @@ impl GateOutcome {
                 None => "gate command was killed by a signal".to_string(),
             }
         };
-        let tail: String = self.output.split_whitespace().collect::<Vec<_>>().join(" ");
-        if !tail.is_empty() {
-            let n = tail.chars().count();
-            let tail: String = tail.chars().skip(n.saturating_sub(DETAIL_TAIL)).collect();
-            d.push_str(&format!("; output: {}{tail}", if n > DETAIL_TAIL { "…" } else { "" }));
+        if let Some(tail) = self.tail() {
+            d.push_str(&format!("; output: {tail}"));
         }
         if let Some(note) = note.filter(|n| !n.is_empty()) {
             d.push_str(&format!("; note: {note}"));
@@ -111,10 +132,19 @@ impl GateOutcome {
     }
 }
 
+/// What a gate command gets besides its command line.
+#[derive(Debug, Clone, Default)]
+pub struct GateInput {
+    /// Written to its stdin, then closed (none: stdin is /dev/null).
+    pub stdin: Option<Vec<u8>>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+}
+
 /// Runs `cmd` with `sh -c` in a new process group, for at most `limit`. The group is killed
 /// (SIGKILL) when the limit passes, and also once the command exits, so nothing it started
 /// outlives the lap.
-pub fn run_gate(cmd: &str, limit: Duration) -> Result<GateOutcome> {
+pub fn run_gate(cmd: &str, limit: Duration, input: &GateInput) -> Result<GateOutcome> {
     use std::os::unix::process::CommandExt;
     let started = Instant::now();
     if limit.is_zero() {
@@ -125,13 +155,22 @@ pub fn run_gate(cmd: &str, limit: Duration) -> Result<GateOutcome> {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(cmd)
-        .stdin(Stdio::null())
+        .envs(input.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if input.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(writer)
         .stderr(writer2)
         .process_group(0)
         .spawn()
         .map_err(|e| Error::io("cannot start the gate command with sh", e))?;
     let pgid = child.id() as libc::pid_t;
+    if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), input.stdin.clone()) {
+        // A thread, so a command that never reads cannot block us past the deadline; a
+        // command that exits early makes the write fail (EPIPE), which is not our concern.
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = pipe.write_all(&bytes);
+        });
+    }
     let collector = std::thread::spawn(move || {
         let mut kept: Vec<u8> = Vec::new();
         let mut buf = [0u8; 8192];
@@ -234,7 +273,7 @@ pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped
         return Err(Error::Ended { run_id: run_id.to_string(), status: run.status.to_string() });
     }
     let remaining = Duration::from_millis((deadline_ms - now_ms()).max(0) as u64);
-    let outcome = run_gate(gate_cmd, remaining)?;
+    let outcome = run_gate(gate_cmd, remaining, &GateInput::default())?;
     let detail = outcome.detail(args.note.as_deref());
     let digest = outcome.digest();
     let passed = outcome.passed();
@@ -278,7 +317,7 @@ pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped
             let result = serde_json::json!({"status": s, "laps": lap.lap, "reason": reason, "budget": lap.budget});
             (s, reason, result.to_string())
         });
-        let write = StepWrite { lap: lap.row(Some(if passed { 1.0 } else { 0.0 }), None), state: st.to_json(), end };
+        let write = StepWrite { lap: lap.row(Some(if passed { 1.0 } else { 0.0 }), None, &[]), state: st.to_json(), end };
         Ok((write, lap))
     })?;
     drop(store);

@@ -1,30 +1,48 @@
 //! Gates: what decides, each lap, whether a loop is done.
 //!
-//! [`MemoryGate`] is the product gate: the best exact cosine between the gate query and any
-//! gate-eligible memory. It has no scan of its own: each lap asks the engine for a sweep of
-//! the rows that arrived since the last lap ([`Engine::gate_sweep`], which applies the one
-//! eligibility rule of [`crate::index::Filter`]: `kind = memory`, not forgotten, carrying
-//! every gate tag). Lap 1 sweeps every eligible memory; later laps only what arrived, so a
-//! poll costs microseconds rather than a scan. Ledger laps are `kind = lap` and never
-//! eligible, so a loop can never converge on its own ledger. [`StubGate`] is the keyless
-//! demo's gate.
+//! [`MemoryGate`] is the product gate, in two stages. Candidates: every gate-eligible memory
+//! whose exact cosine with the gate query reaches the threshold. The gate has no scan of its
+//! own: each lap asks the engine for a sweep of the rows that arrived since the last lap
+//! ([`Engine::gate_sweep`], which applies the one eligibility rule of
+//! [`crate::index::Filter`]: `kind = memory`, not forgotten, carrying every gate tag), so lap
+//! 1 sweeps everything and a poll costs microseconds. Verification: the candidates, best
+//! first, at most [`CANDIDATES_PER_LAP`] a lap, go through the run's verifier chain
+//! ([`super::verify`]); the gate passes on the first one every verifier accepts. A rejected
+//! candidate never hides a later one (the rest wait in a pool for the next lap), and is not
+//! asked again unless a verifier says its answer can change. Ledger laps are `kind = lap` and
+//! never eligible, so a loop can never converge on its own ledger. [`StubGate`] is the
+//! keyless demo's gate.
+
+use std::collections::HashSet;
+use std::time::Instant;
 
 use serde::Serialize;
 
+use super::verify::{Candidate, Chain, Rejected};
 use crate::engine::Engine;
+use crate::index::exact::sort_best_first;
 use crate::index::Scored;
 use crate::Result;
+
+/// Most candidates verified in one lap (the rest wait for the next lap, best first).
+pub const CANDIDATES_PER_LAP: usize = 32;
 
 /// What a gate saw on one lap.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Observation {
     pub passed: bool,
+    /// The passing candidate's score when passed, else the best score seen.
     pub best_score: Option<f32>,
     pub best_memory_id: Option<i64>,
     /// Gate-eligible memories seen so far in this run.
     pub eligible: u64,
-    /// One human sentence: best match, its score, the threshold, how many were eligible.
+    /// One human sentence: best match, its score, the threshold, how many were eligible, and
+    /// why candidates were rejected.
     pub detail: String,
+    /// Candidates rejected on this lap.
+    pub rejected: Vec<Rejected>,
+    /// The verifiers that accepted the passing candidate (empty: plain cosine).
+    pub verified_by: Vec<String>,
 }
 
 impl Observation {
@@ -36,8 +54,8 @@ impl Observation {
 
 /// A gate evaluated once per lap.
 pub trait Gate {
-    /// Evaluates the gate for lap `lap` (1-based).
-    fn observe(&mut self, lap: i64) -> Result<Observation>;
+    /// Evaluates the gate for lap `lap` (1-based); slow verification stops at `deadline`.
+    fn observe(&mut self, lap: i64, deadline: Instant) -> Result<Observation>;
     /// Tokens spent setting the gate up (the gate query's tokens), counted on lap 1.
     fn setup_tokens(&self) -> u64 {
         0
@@ -51,29 +69,47 @@ pub struct MemoryGate<'e> {
     query_tokens: u64,
     threshold: f32,
     tags: Vec<String>,
+    chain: Chain,
+    /// The best eligible memory seen, whatever its score (for the detail and no-progress).
     best: Option<Scored>,
     eligible: u64,
     /// Largest row id already swept.
     seen: i64,
+    /// Candidates at or above the threshold waiting for verification, best first.
+    pool: Vec<Scored>,
+    /// Candidates rejected for good (the chain's answers cannot change).
+    rejected: HashSet<i64>,
 }
 
 impl<'e> MemoryGate<'e> {
-    /// Embeds `query` once and prepares a gate with threshold `threshold` and `tags`
-    /// (already checked and normalised, see [`super::params::CheckedLoop`]).
-    pub fn new(engine: &'e Engine, query: &str, threshold: f32, tags: Vec<String>) -> Result<Self> {
+    /// Embeds `query` once and prepares a gate with threshold `threshold`, `tags` (already
+    /// checked and normalised, see [`super::params::CheckedLoop`]) and a verifier chain.
+    pub fn new(engine: &'e Engine, query: &str, threshold: f32, tags: Vec<String>, chain: Chain) -> Result<Self> {
         let query_tokens = engine.embedder().count_tokens(query)? as u64;
         let qv = engine.embedder().embed_one(query)?;
-        Ok(MemoryGate { engine, query: qv, query_tokens, threshold, tags, best: None, eligible: 0, seen: 0 })
+        Ok(MemoryGate {
+            engine,
+            query: qv,
+            query_tokens,
+            threshold,
+            tags,
+            chain,
+            best: None,
+            eligible: 0,
+            seen: 0,
+            pool: Vec::new(),
+            rejected: HashSet::new(),
+        })
     }
-}
 
-impl Gate for MemoryGate<'_> {
-    fn observe(&mut self, _lap: i64) -> Result<Observation> {
+    /// Takes in what arrived since the last lap.
+    fn sweep(&mut self) -> Result<()> {
         // A best match forgotten since the last lap: start over from scratch.
         if let Some(b) = self.best {
             if !self.engine.exists(b.id)? {
                 self.engine.tombstone(&[b.id]);
                 (self.best, self.eligible, self.seen) = (None, 0, 0);
+                self.pool.clear();
             }
         }
         let sweep = self.engine.gate_sweep(&self.query, &self.tags, self.seen, self.threshold)?;
@@ -84,24 +120,105 @@ impl Gate for MemoryGate<'_> {
         }
         self.eligible += sweep.eligible;
         self.seen = sweep.upto;
-        let passed = self.best.is_some_and(|b| b.score >= self.threshold);
-        let detail = match self.best {
-            None => format!("no eligible memories yet; threshold {:.3}", self.threshold),
-            Some(b) => format!(
-                "best match #{} scored {:.3} {} threshold {:.3}; {} eligible memories",
+        if !sweep.above.is_empty() {
+            let known: HashSet<i64> = self.pool.iter().map(|s| s.id).collect();
+            let fresh = sweep.above.into_iter().filter(|s| !self.rejected.contains(&s.id) && !known.contains(&s.id));
+            self.pool.extend(fresh);
+            sort_best_first(&mut self.pool);
+        }
+        Ok(())
+    }
+
+    /// Verifies the best waiting candidates; returns the one that passed, with the lap's
+    /// rejections.
+    fn verify(&mut self, deadline: Instant) -> Result<(Option<Candidate>, Vec<Rejected>)> {
+        let mut rejected_now = Vec::new();
+        // Candidates whose rows vanished are dropped; keep taking until a batch is full.
+        let mut batch: Vec<Candidate> = Vec::new();
+        while batch.is_empty() && !self.pool.is_empty() {
+            let take: Vec<Scored> = self.pool.iter().take(CANDIDATES_PER_LAP).copied().collect();
+            let ids: Vec<i64> = take.iter().map(|s| s.id).collect();
+            let rows = self.engine.get(&ids)?;
+            let gone: Vec<i64> = ids.iter().filter(|id| !rows.iter().any(|m| m.id == **id)).copied().collect();
+            if !gone.is_empty() {
+                self.engine.tombstone(&gone);
+                self.pool.retain(|s| !gone.contains(&s.id));
+            }
+            batch = take
+                .iter()
+                .filter_map(|s| {
+                    rows.iter().find(|m| m.id == s.id).map(|m| Candidate {
+                        id: m.id,
+                        content: m.content.clone(),
+                        tags: m.tags.clone(),
+                        score: s.score,
+                    })
+                })
+                .collect();
+        }
+        if batch.is_empty() {
+            return Ok((None, rejected_now));
+        }
+        let verdict = self.chain.verify(&batch, deadline)?;
+        let untested: HashSet<i64> = verdict.untested.iter().map(|&i| batch[i].id).collect();
+        let may_change = self.chain.may_change();
+        // Everything in the batch was decided except the untested: those stay in the pool.
+        let decided: HashSet<i64> = batch.iter().map(|c| c.id).filter(|id| !untested.contains(id)).collect();
+        if may_change {
+            // A command may say yes later: rejected candidates stay, but move behind the rest.
+            let (mut back, front): (Vec<Scored>, Vec<Scored>) = self.pool.drain(..).partition(|s| decided.contains(&s.id));
+            self.pool = front;
+            self.pool.append(&mut back);
+        } else {
+            self.pool.retain(|s| !decided.contains(&s.id));
+            self.rejected.extend(verdict.rejected.iter().map(|r| r.id));
+        }
+        rejected_now.extend(verdict.rejected);
+        Ok((verdict.accepted.map(|i| batch[i].clone()), rejected_now))
+    }
+}
+
+impl Gate for MemoryGate<'_> {
+    fn observe(&mut self, _lap: i64, deadline: Instant) -> Result<Observation> {
+        self.sweep()?;
+        let (accepted, rejected) = self.verify(deadline)?;
+        let t = self.threshold;
+        let why: Vec<String> = rejected.iter().map(Rejected::sentence).collect();
+        let verified_by = if accepted.is_some() { self.chain.names() } else { Vec::new() };
+        let by = if verified_by.is_empty() { "plain cosine".to_string() } else { verified_by.join(", ") };
+        let mut detail = match (&accepted, self.best) {
+            (Some(c), _) => format!("match #{} scored {:.3} >= threshold {t:.3}, verified by {by}", c.id, c.score),
+            (None, None) => format!("no eligible memories yet; threshold {t:.3}"),
+            (None, Some(b)) if why.is_empty() => format!(
+                "best match #{} scored {:.3} {} threshold {t:.3}",
                 b.id,
                 b.score,
-                if passed { ">=" } else { "<" },
-                self.threshold,
-                self.eligible
+                if b.score >= t { ">=" } else { "<" }
             ),
+            (None, Some(_)) => format!("no candidate passed verification (threshold {t:.3})"),
+        };
+        if self.best.is_some() || accepted.is_some() {
+            detail.push_str(&format!("; {} eligible memories", self.eligible));
+        }
+        if !why.is_empty() {
+            detail.push_str(&format!("; rejected: {}", why.join("; ")));
+        }
+        let pending = self.pool.len();
+        if accepted.is_none() && pending > 0 {
+            detail.push_str(&format!("; {pending} candidates wait for the next lap"));
+        }
+        let (best_score, best_memory_id) = match &accepted {
+            Some(c) => (Some(c.score), Some(c.id)),
+            None => (self.best.map(|b| b.score), self.best.map(|b| b.id)),
         };
         Ok(Observation {
-            passed,
-            best_score: self.best.map(|b| b.score),
-            best_memory_id: self.best.map(|b| b.id),
+            passed: accepted.is_some(),
+            best_score,
+            best_memory_id,
             eligible: self.eligible,
             detail,
+            rejected,
+            verified_by,
         })
     }
 
@@ -116,7 +233,7 @@ pub struct StubGate {
 }
 
 impl Gate for StubGate {
-    fn observe(&mut self, lap: i64) -> Result<Observation> {
+    fn observe(&mut self, lap: i64, _deadline: Instant) -> Result<Observation> {
         let passed = lap >= self.pass_on;
         let score = if passed { 1.0 } else { lap as f32 / self.pass_on as f32 };
         Ok(Observation {
@@ -129,6 +246,8 @@ impl Gate for StubGate {
                 if passed { "passed" } else { "failed" },
                 self.pass_on
             ),
+            rejected: Vec::new(),
+            verified_by: Vec::new(),
         })
     }
 }
@@ -138,7 +257,16 @@ mod tests {
     use super::*;
     use crate::embed::testing::HashEmbedder;
     use crate::engine::DataRoot;
+    use crate::record::VerifySpec;
     use std::sync::Arc;
+
+    fn gate<'e>(e: &'e Engine, q: &str, t: f32, tags: Vec<String>, v: VerifySpec) -> MemoryGate<'e> {
+        MemoryGate::new(e, q, t, tags, Chain::build(&[v], q, 0.5).unwrap()).unwrap()
+    }
+
+    fn far() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(60)
+    }
 
     fn engine(dir: &std::path::Path) -> Engine {
         Engine::open(&DataRoot { dir: dir.join("data"), explicit: true }, Arc::new(HashEmbedder)).unwrap()
@@ -151,18 +279,18 @@ mod tests {
         let old = e.remember("deploy of build 7 finished", &[]).unwrap().id;
         let lap_tags = vec!["loop".to_string(), "loop:x".to_string()];
         e.insert_rows(crate::memory::Kind::Lap, &[("deploy of build 7 finished, lap", lap_tags)]).unwrap();
-        let mut g = MemoryGate::new(&e, "deploy of build 7 finished", 0.99, Vec::new()).unwrap();
-        let o = g.observe(1).unwrap();
+        let mut g = gate(&e, "deploy of build 7 finished", 0.99, Vec::new(), VerifySpec::None);
+        let o = g.observe(1, far()).unwrap();
         assert!(o.passed, "a memory from before the run counts: {}", o.detail);
         assert_eq!((o.best_memory_id, o.eligible), (Some(old), 1), "the lap is not eligible");
 
         let tagged = vec!["ci".to_string()];
-        let mut g = MemoryGate::new(&e, "deploy of build 7 finished", 0.99, tagged.clone()).unwrap();
-        assert!(!g.observe(1).unwrap().passed, "untagged memories are not eligible");
-        let poll = g.observe(2).unwrap();
+        let mut g = gate(&e, "deploy of build 7 finished", 0.99, tagged.clone(), VerifySpec::None);
+        assert!(!g.observe(1, far()).unwrap().passed, "untagged memories are not eligible");
+        let poll = g.observe(2, far()).unwrap();
         assert_eq!(poll.eligible, 0);
         let new = e.remember("deploy of build 7 finished", &tagged).unwrap().id;
-        let o = g.observe(3).unwrap();
+        let o = g.observe(3, far()).unwrap();
         assert!(o.passed);
         assert_eq!((o.best_memory_id, o.eligible), (Some(new), 1));
     }
@@ -173,12 +301,60 @@ mod tests {
         let e = engine(tmp.path());
         let a = e.remember("invoice 1031 paid in full", &[]).unwrap().id;
         let b = e.remember("invoice 1031 paid", &[]).unwrap().id;
-        let mut g = MemoryGate::new(&e, "invoice 1031 paid", 0.999, Vec::new()).unwrap();
-        assert_eq!(g.observe(1).unwrap().best_memory_id, Some(b));
+        let mut g = gate(&e, "invoice 1031 paid", 0.999, Vec::new(), VerifySpec::None);
+        assert_eq!(g.observe(1, far()).unwrap().best_memory_id, Some(b));
         engine(tmp.path()).forget(&[b]).unwrap(); // another process
-        let o = g.observe(2).unwrap();
+        let o = g.observe(2, far()).unwrap();
         assert_eq!(o.best_memory_id, Some(a));
         assert!(!o.passed);
         assert_eq!(o.eligible, 1);
+    }
+
+    #[test]
+    fn a_contradiction_never_passes_and_never_hides_the_true_signal() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        let no = e.remember("review of PR #42: NOT approved, changes requested", &[]).unwrap().id;
+        let other = e.remember("PR #43 approved", &[]).unwrap().id;
+        let mut g = gate(&e, "PR #42 approved", 0.0, Vec::new(), VerifySpec::Guard);
+        let o = g.observe(1, far()).unwrap();
+        assert!(!o.passed, "{}", o.detail);
+        let ids: Vec<i64> = o.rejected.iter().map(|r| r.id).collect();
+        assert!(ids.contains(&no) && ids.contains(&other), "{:?}", o.rejected);
+        assert!(o.detail.contains("rejected: #"), "{}", o.detail);
+        // Rejected once, never asked again: the next poll verifies nothing.
+        assert!(g.observe(2, far()).unwrap().rejected.is_empty());
+        let yes = e.remember("review complete: PR #42 is approved", &[]).unwrap().id;
+        let o = g.observe(3, far()).unwrap();
+        assert!(o.passed, "{}", o.detail);
+        assert_eq!(o.best_memory_id, Some(yes));
+        assert_eq!(o.verified_by, vec!["guard".to_string()]);
+        // The same store with plain cosine passes on the contradiction (this is what the
+        // guard is for).
+        let mut plain = gate(&e, "PR #42 approved", 0.0, Vec::new(), VerifySpec::None);
+        assert!(plain.observe(1, far()).unwrap().passed);
+    }
+
+    #[test]
+    fn candidates_beyond_one_lap_wait_in_the_pool_best_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        let items: Vec<(String, Vec<String>)> =
+            (0..40).map(|i| (format!("deployment {i} of the service was NOT finished"), vec![])).collect();
+        let refs: Vec<(&str, &[String])> = items.iter().map(|(c, t)| (c.as_str(), t.as_slice())).collect();
+        e.remember_batch(&refs).unwrap();
+        let yes = e.remember("the deployment of the service finished", &[]).unwrap().id;
+        let mut g = gate(&e, "deployment of the service finished", -1.0, Vec::new(), VerifySpec::Guard);
+        let mut laps = 0;
+        let passed = loop {
+            laps += 1;
+            let o = g.observe(laps, far()).unwrap();
+            assert!(o.rejected.len() <= CANDIDATES_PER_LAP);
+            if o.passed || laps == 5 {
+                break o;
+            }
+        };
+        assert!(passed.passed, "{}", passed.detail);
+        assert_eq!(passed.best_memory_id, Some(yes));
     }
 }

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::params::Limits;
 use super::result::RunResult;
+use super::verify::Rejected;
 use crate::engine::Engine;
 use crate::memory::{now_rfc3339, Kind};
 use crate::record::{RunParams, RunStatus};
@@ -102,8 +103,9 @@ impl LapOutcome {
         self.status.map_or("continue", RunStatus::as_str)
     }
 
-    /// The lap's structured row (`score` as the gate reported it).
-    pub fn row(&self, score: Option<f64>, memory_id: Option<i64>) -> LapRow {
+    /// The lap's structured row (`score` as the gate reported it, the candidates its
+    /// verifiers rejected).
+    pub fn row(&self, score: Option<f64>, memory_id: Option<i64>, rejected: &[Rejected]) -> LapRow {
         LapRow {
             lap: self.lap,
             ts: now_rfc3339(),
@@ -113,6 +115,7 @@ impl LapOutcome {
             score,
             budget: self.budget.to_string(),
             memory_id,
+            rejected: (!rejected.is_empty()).then(|| serde_json::to_string(rejected).unwrap_or_default()),
         }
     }
 }
@@ -275,9 +278,9 @@ impl<'e> Ledger<'e> {
     }
 
     /// Records a lap of a blocking run: its memory (embedded) and its structured row.
-    pub fn record_lap(&mut self, lap: &LapOutcome, score: Option<f64>) {
+    pub fn record_lap(&mut self, lap: &LapOutcome, score: Option<f64>, rejected: &[Rejected]) {
         let memory_id = self.lap_memory(&lap.text, true);
-        let r = self.engine.store().lap_insert(&self.run_id, &lap.row(score, memory_id));
+        let r = self.engine.store().lap_insert(&self.run_id, &lap.row(score, memory_id, rejected));
         self.check(r);
     }
 
@@ -342,7 +345,7 @@ mod tests {
         let end = decide_lap("ci", &l, &input(2, false, 95, 0, false), words);
         assert_eq!(end.status, Some(RunStatus::MaxTokens));
         assert_eq!(end.reason.as_deref(), Some("stopped on lap 2: 101 tokens used, limit 100"));
-        let row = end.row(Some(0.25), Some(7));
+        let row = end.row(Some(0.25), Some(7), &[]);
         assert_eq!((row.decision.as_str(), row.memory_id, row.score), ("max_tokens", Some(7), Some(0.25)));
     }
 

@@ -6,6 +6,8 @@
 //! - [`run`]: the blocking lap loop and its cancellation.
 //! - [`command`]: agent-driven runs (`start`/`step` with shell-command gates).
 //! - [`ledger`]: the lap decision both kinds share and the durable record of runs and laps.
+//! - [`verify`]: the gate's second stage, the verifier chain (guard, nli, cmd, none).
+//! - [`explain`]: `slm gate check`, one gate decision explained.
 //! - [`result`]: [`RunResult`] and [`LapEvent`], what surfaces print.
 //!
 //! This module knows nothing of the CLI, MCP or dashboard: they call [`run_memory_loop`],
@@ -13,11 +15,13 @@
 //! what comes back.
 
 pub mod command;
+pub mod explain;
 pub mod gate;
 pub mod ledger;
 pub mod params;
 pub mod result;
 pub mod run;
+pub mod verify;
 
 use serde::Serialize;
 
@@ -27,7 +31,7 @@ use crate::storage::RunRow;
 use crate::{Error, Result};
 pub use gate::{Gate, MemoryGate, Observation, StubGate};
 pub use params::{CheckedLoop, Clamp, Limits, LoopParams};
-pub use result::{LapEvent, RunResult, Termination};
+pub use result::{LapEvent, Match, RunResult, Termination};
 pub use run::Cancel;
 
 /// The name the demo's runs are recorded under.
@@ -41,8 +45,9 @@ pub fn run_memory_loop(
     on_lap: &mut dyn FnMut(&LapEvent),
 ) -> Result<RunResult> {
     match &spec.gate {
-        GateSpec::Memory { gate_query, gate_tags } => {
-            let mut gate = MemoryGate::new(engine, gate_query, spec.limits.threshold(), gate_tags.clone())?;
+        GateSpec::Memory { gate_query, gate_tags, gate_verify, gate_nli_min } => {
+            let chain = verify::Chain::build(gate_verify, gate_query, *gate_nli_min)?;
+            let mut gate = MemoryGate::new(engine, gate_query, spec.limits.threshold(), gate_tags.clone(), chain)?;
             run::run(engine, spec, &mut gate, cancel, on_lap)
         }
         GateSpec::Stub { passes_on_lap } => run::run(engine, spec, &mut StubGate { pass_on: *passes_on_lap }, cancel, on_lap),
@@ -87,6 +92,8 @@ pub struct LapView {
     pub detail: String,
     pub score: Option<f64>,
     pub budget: serde_json::Value,
+    /// Candidates the gate's verifiers rejected on this lap, with reasons.
+    pub rejected: Vec<verify::Rejected>,
 }
 
 impl From<crate::storage::LapRow> for LapView {
@@ -100,6 +107,7 @@ impl From<crate::storage::LapRow> for LapView {
             score: l.score,
             // The budget was written by this crate as JSON; anything else shows as null.
             budget: serde_json::from_str(&l.budget).unwrap_or(serde_json::Value::Null),
+            rejected: l.rejected.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default(),
         }
     }
 }

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::record::Limits;
-use crate::record::GateSpec;
+use crate::record::{GateSpec, VerifySpec};
 use crate::memory;
 use crate::{Error, Result};
 
@@ -52,6 +52,21 @@ pub struct LoopParams {
     /// Only memories carrying every one of these tags are eligible (agree on them with the writer).
     #[serde(default)]
     pub gate_tags: Vec<String>,
+    /// Verifiers every candidate must pass: "guard" (default: identifiers and polarity of the query must hold in the memory), "none" (plain cosine), "nli:DIR" (a user-supplied ONNX NLI model). "cmd:..." is CLI-only.
+    #[serde(default = "default_verify")]
+    pub gate_verify: Vec<String>,
+    /// Entailment probability an nli: verifier needs, in [0, 1]. Default 0.5.
+    #[serde(default = "d_nli_min")]
+    pub gate_nli_min: f64,
+}
+
+/// The default verifier chain: `guard`.
+pub fn default_verify() -> Vec<String> {
+    vec!["guard".to_string()]
+}
+
+fn d_nli_min() -> f64 {
+    crate::record::DEFAULT_NLI_MIN
 }
 
 fn d_iterations() -> i64 {
@@ -77,8 +92,31 @@ impl LoopParams {
             max_tokens: 0,
             no_progress_window: 0,
             gate_tags: Vec::new(),
+            gate_verify: default_verify(),
+            gate_nli_min: d_nli_min(),
         }
     }
+}
+
+/// Parses and checks a verifier chain: known specs, `none` alone, an `nli:` directory that
+/// holds the files a model needs, a threshold in [0, 1].
+pub fn check_verify(specs: &[String], nli_min: f64) -> Result<Vec<VerifySpec>> {
+    if specs.is_empty() {
+        return Err(Error::invalid("gate_verify", "[]", "must name at least one verifier (guard, none, nli:DIR, cmd:COMMAND)"));
+    }
+    if !nli_min.is_finite() || !(0.0..=1.0).contains(&nli_min) {
+        return Err(Error::invalid("gate_nli_min", nli_min, "must be a number in [0, 1]"));
+    }
+    let parsed = specs.iter().map(|s| VerifySpec::parse(s)).collect::<Result<Vec<_>>>()?;
+    if parsed.len() > 1 && parsed.contains(&VerifySpec::None) {
+        return Err(Error::invalid("gate_verify", specs.join(","), "none (plain cosine) cannot be combined with other verifiers"));
+    }
+    for spec in &parsed {
+        if let VerifySpec::Nli(dir) = spec {
+            super::verify::nli::check_dir(dir)?;
+        }
+    }
+    Ok(parsed)
 }
 
 /// One clamp that was applied.
@@ -193,7 +231,9 @@ impl TryFrom<LoopParams> for CheckedLoop {
             Error::InvalidInput { value, rule, .. } => Error::InvalidInput { field: "gate_tags", value, rule },
             other => other,
         })?;
-        Ok(CheckedLoop { name: p.name, limits, clamped, gate: GateSpec::Memory { gate_query: p.gate_query, gate_tags } })
+        let gate_verify = check_verify(&p.gate_verify, p.gate_nli_min)?;
+        let gate = GateSpec::Memory { gate_query: p.gate_query, gate_tags, gate_verify, gate_nli_min: p.gate_nli_min };
+        Ok(CheckedLoop { name: p.name, limits, clamped, gate })
     }
 }
 
@@ -316,6 +356,13 @@ mod tests {
             (|p| p.max_tokens = -1, "max_tokens"),
             (|p| p.no_progress_window = -2, "no_progress_window"),
             (|p| p.gate_tags = vec!["a b".into()], "gate_tags"),
+            (|p| p.gate_verify = vec!["regex:x".into()], "gate_verify"),
+            (|p| p.gate_verify = vec![], "gate_verify"),
+            (|p| p.gate_verify = vec!["none".into(), "guard".into()], "gate_verify"),
+            (|p| p.gate_verify = vec!["cmd:".into()], "gate_verify"),
+            (|p| p.gate_verify = vec!["nli:/nonexistent/model".into()], "gate_verify"),
+            (|p| p.gate_nli_min = 1.5, "gate_nli_min"),
+            (|p| p.gate_nli_min = f64::NAN, "gate_nli_min"),
         ];
         for (f, field) in cases {
             let mut p = LoopParams::new("ok", "q");

@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::params::{Clamp, Limits};
+use super::verify::Rejected;
 use crate::memory::Hit;
 use crate::record::RunStatus;
 
@@ -19,6 +20,17 @@ pub struct Termination {
     pub limits: Limits,
     pub clamped: Vec<Clamp>,
     pub ledger_errors: u64,
+    /// Candidates the gate's verifiers rejected over the whole run.
+    pub rejected_candidates: u64,
+}
+
+/// The memory that passed the gate, and the verifiers that accepted it.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct Match {
+    #[serde(flatten)]
+    pub hit: Hit,
+    /// The verifiers that accepted it (empty: plain cosine, `none`).
+    pub verified_by: Vec<String>,
 }
 
 /// The result of a run, shared by every surface (SPEC §2 "Result of a run").
@@ -31,7 +43,7 @@ pub struct RunResult {
     pub run_id: String,
     pub termination: Termination,
     #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
-    pub matched: Option<Hit>,
+    pub matched: Option<Match>,
 }
 
 /// One lap as reported to a live observer (the CLI prints these as they happen; MCP sends
@@ -45,4 +57,6 @@ pub struct LapEvent {
     pub detail: String,
     pub score: Option<f32>,
     pub budget: serde_json::Value,
+    /// Candidates the gate's verifiers rejected on this lap.
+    pub rejected: Vec<Rejected>,
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::gate::{Gate, Observation};
 use super::ledger::{self, Driver, LapInput, Ledger};
 use super::params::CheckedLoop;
-use super::result::{LapEvent, RunResult, Termination};
+use super::result::{LapEvent, Match, RunResult, Termination};
 use crate::engine::Engine;
 use crate::memory::Hit;
 use crate::record::{RunParams, RunStatus};
@@ -54,9 +54,11 @@ pub fn run(
     let mut stalled: i64 = 0;
     let mut last: Option<Observation> = None;
     let mut lap: i64 = 0;
+    let mut rejected_candidates: u64 = 0;
     let (outcome, obs) = loop {
         lap += 1;
-        let obs = gate.observe(lap)?;
+        let obs = gate.observe(lap, deadline)?;
+        rejected_candidates += obs.rejected.len() as u64;
         if lap == 1 {
             tokens += gate.setup_tokens();
         }
@@ -74,7 +76,7 @@ pub fn run(
         };
         let outcome = ledger::decide_lap(&spec.name, limits, &input, |t| ledger.count_tokens(t));
         tokens = outcome.tokens_used;
-        ledger.record_lap(&outcome, obs.best_score.map(f64::from));
+        ledger.record_lap(&outcome, obs.best_score.map(f64::from), &obs.rejected);
         on_lap(&LapEvent {
             run_id: ledger.run_id().to_string(),
             lap,
@@ -83,6 +85,7 @@ pub fn run(
             detail: obs.detail.clone(),
             score: obs.best_score,
             budget: outcome.budget.clone(),
+            rejected: obs.rejected.clone(),
         });
         if outcome.status.is_some() {
             break (outcome, obs);
@@ -96,13 +99,16 @@ pub fn run(
     let status = outcome.status.unwrap_or(RunStatus::Cancelled);
     let reason = outcome.reason.unwrap_or_else(|| ledger::reason(status, lap, &obs.detail, limits, tokens));
     let matched = match (status, obs.best_memory_id) {
-        (RunStatus::Converged, Some(id)) => engine.get(&[id])?.into_iter().next().map(|m| Hit {
-            id: m.id,
-            content: m.content,
-            tags: m.tags,
-            score: obs.best_score.unwrap_or_default(),
-            created_at: m.created_at,
-            kind: m.kind,
+        (RunStatus::Converged, Some(id)) => engine.get(&[id])?.into_iter().next().map(|m| Match {
+            hit: Hit {
+                id: m.id,
+                content: m.content,
+                tags: m.tags,
+                score: obs.best_score.unwrap_or_default(),
+                created_at: m.created_at,
+                kind: m.kind,
+            },
+            verified_by: obs.verified_by.clone(),
         }),
         _ => None,
     };
@@ -120,6 +126,7 @@ pub fn run(
             limits: limits.clone(),
             clamped: spec.clamped.clone(),
             ledger_errors: 0,
+            rejected_candidates,
         },
         matched,
     };

@@ -287,6 +287,10 @@ impl SlmServer {
     /// Block until a memory matching gate_query is retrievable with exact cosine >= gate_min_score, under hard bounds (laps, wall-clock, tokens, no-progress). Every lap is written to a durable ledger. Ending on a bound is a normal result (ok: true). Sends one progress notification per lap; cancellable.
     #[tool(annotations(title = "Run a bounded loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
     async fn slm_loop_run(&self, Parameters(p): Parameters<LoopParams>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, Json<ToolError>> {
+        if let Some(c) = p.gate_verify.iter().find(|v| v.starts_with("cmd:")) {
+            let e = Error::invalid("gate_verify", c, "cmd: verifiers run shell commands and are CLI-only; an MCP tool never runs one");
+            return Err(Json(ToolError::from(&e)));
+        }
         let spec = CheckedLoop::try_from(p).map_err(|e| Json(ToolError::from(&e)))?;
         self.run_loop(ctx, spec.limits.max_iterations, move |e, c, on_lap| loops::run_memory_loop(e, &spec, c, on_lap)).await
     }

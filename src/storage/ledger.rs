@@ -40,6 +40,8 @@ pub struct LapRow {
     pub score: Option<f64>,
     pub budget: String,
     pub memory_id: Option<i64>,
+    /// Candidates the gate's verifiers rejected on this lap (JSON array), if any.
+    pub rejected: Option<String>,
 }
 
 const RUN_COLUMNS: &str =
@@ -136,9 +138,20 @@ impl Store {
         let db_err = |source| crate::Error::Database { path: path.clone(), source };
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
         tx.execute(
-            "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![run_id, lap.lap, lap.ts, lap.decision, lap.passed, lap.detail, lap.score, lap.budget, lap.memory_id],
+            "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                run_id,
+                lap.lap,
+                lap.ts,
+                lap.decision,
+                lap.passed,
+                lap.detail,
+                lap.score,
+                lap.budget,
+                lap.memory_id,
+                lap.rejected
+            ],
         )
         .map_err(db_err)?;
         tx.execute("UPDATE loop_runs SET laps = max(laps, ?2) WHERE run_id = ?1", params![run_id, lap.lap])
@@ -306,7 +319,7 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT lap, ts, decision, passed, detail, score, budget, memory_id FROM loop_laps
+                "SELECT lap, ts, decision, passed, detail, score, budget, memory_id, rejected FROM loop_laps
                  WHERE run_id = ?1 AND lap > ?3 ORDER BY lap LIMIT ?2",
             )
             .map_err(|e| self.err(e))?;
@@ -321,6 +334,7 @@ impl Store {
                     score: r.get(5)?,
                     budget: r.get(6)?,
                     memory_id: r.get(7)?,
+                    rejected: r.get(8)?,
                 })
             })
             .map_err(|e| self.err(e))?;

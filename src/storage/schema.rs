@@ -76,6 +76,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX memories_pending ON memories(id) WHERE length(embedding) = 0;
     "#,
+    // v5: the gate's verifiers: the candidates each lap rejected, with reasons (JSON array).
+    r#"
+    ALTER TABLE loop_laps ADD COLUMN rejected TEXT;
+    "#,
 ];
 
 /// The schema version this binary writes.

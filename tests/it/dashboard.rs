@@ -213,6 +213,11 @@ fn synthetic_params() -> slm::record::RunParams {
         no_progress_window: 0,
         gate_min_score: 0.8,
     };
-    let gate = slm::record::GateSpec::Memory { gate_query: "synthetic".into(), gate_tags: Vec::new() };
+    let gate = slm::record::GateSpec::Memory {
+        gate_query: "synthetic".into(),
+        gate_tags: Vec::new(),
+        gate_verify: vec![slm::record::VerifySpec::Guard],
+        gate_nli_min: 0.5,
+    };
     slm::record::RunParams { limits, gate }
 }
