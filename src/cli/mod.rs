@@ -106,17 +106,26 @@ enum Command {
     /// Explain loop gate decisions without running a loop.
     #[command(subcommand)]
     Gate(loops::GateCommand),
-    /// A local, read-only web page of memories and loops (live while a run is going).
+    /// A read-only web page of memories and loops (live while a run is going).
+    #[command(after_help = DASHBOARD_HELP)]
     Dashboard {
         /// Port to listen on (0 = any free port).
         #[arg(long, default_value_t = slm::dashboard::DEFAULT_PORT)]
         port: u16,
-        /// Address to bind; anything but loopback needs --allow-remote.
+        /// Address to bind; anything but loopback needs --allow-remote (0.0.0.0 or :: = every interface).
         #[arg(long, default_value = "127.0.0.1")]
         bind: std::net::IpAddr,
-        /// Allow a non-loopback --bind (the page shows every memory).
+        /// Allow a non-loopback --bind (the page shows every memory; a secret is then required).
         #[arg(long)]
         allow_remote: bool,
+        /// Read the secret from this file (trimmed, at least 32 characters) instead of
+        /// generating one; on a loopback bind it turns the secret on.
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
+        /// Also accept requests whose Host header is NAME (a host name or IP address, no port;
+        /// repeat for several), e.g. the name a reverse proxy forwards.
+        #[arg(long = "allow-host", value_name = "NAME")]
+        allow_hosts: Vec<String>,
         /// Open the page in the default browser.
         #[arg(long)]
         open: bool,
@@ -136,6 +145,21 @@ enum Command {
         file: PathBuf,
     },
 }
+
+/// `slm dashboard --help`: remote use.
+const DASHBOARD_HELP: &str = "\
+Loopback (the default) needs no secret. Remote use: `slm dashboard --bind 0.0.0.0 --allow-remote`
+generates a 256-bit secret (or reads --token-file) and prints it once, in the URL it announces
+(http://HOST:PORT/?token=...). Opening that URL trades the secret for a session cookie
+(HttpOnly, SameSite=Strict) and removes it from the address bar; API clients send
+`Authorization: Bearer SECRET`. Without it every path answers 401. The secret is never printed
+again: keep the first line. Requests must name the dashboard in their Host header: the bound
+address; for 0.0.0.0 or :: also localhost, 127.0.0.1, [::1], the machine's hostname and its
+interface addresses; plus every --allow-host.
+
+Plain HTTP: the secret and every memory cross the network unencrypted. Beyond a trusted
+network, keep the dashboard on loopback with --token-file and put a TLS-terminating reverse
+proxy in front of it (with --allow-host for the name the proxy forwards).";
 
 #[derive(Subcommand, Debug)]
 enum PluginCommand {
@@ -231,8 +255,16 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             out.status(&open(g)?.status()?);
         }
         Command::Import { file } => return import(g, &out, &file),
-        Command::Dashboard { port, bind, allow_remote, open: open_browser } => {
-            let o = slm::dashboard::Options { bind, port, allow_remote, open: open_browser };
+        Command::Dashboard { port, bind, allow_remote, token_file, allow_hosts, open: open_browser } => {
+            let o = slm::dashboard::Options {
+                bind,
+                port,
+                allow_remote,
+                open: open_browser,
+                token_file,
+                allow_hosts,
+                json: g.json,
+            };
             slm::dashboard::check_bind(&o)?;
             crate::SERVER_MODE.store(true, std::sync::atomic::Ordering::Release);
             let root = DataRoot::resolve(g.data_dir.clone())?;

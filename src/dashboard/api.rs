@@ -4,17 +4,23 @@
 //! page), so the page stays fast with 100k memories and 10k runs. Handlers run the engine's
 //! blocking calls on tokio's blocking pool.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, StatusCode};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
+use super::auth::{self, Auth};
+use super::HostCheck;
 use crate::engine::{Engine, RecallQuery};
 use crate::loops;
 use crate::memory::Kind;
@@ -28,31 +34,107 @@ const MAX_PAGE: usize = 200;
 #[derive(Clone)]
 struct AppState {
     engine: Arc<Engine>,
-    hosts: Arc<Vec<String>>,
+    hosts: Arc<HostCheck>,
 }
 
-/// The dashboard's routes over `engine`, accepting requests whose Host is one of `hosts`.
-pub fn router(engine: Arc<Engine>, hosts: Vec<String>) -> Router {
+/// The dashboard's routes over `engine`, accepting requests whose Host passes `hosts` and,
+/// with `auth`, only those carrying the secret. Every response gets the security headers.
+pub fn router(engine: Arc<Engine>, hosts: HostCheck, auth: Option<Auth>) -> Router {
     let state = AppState { engine, hosts: Arc::new(hosts) };
-    Router::new()
+    let mut r = Router::new()
         .route("/", get(page))
         .route("/api/status", get(status))
         .route("/api/memories", get(memories))
         .route("/api/loops", get(loop_names))
         .route("/api/runs", get(runs))
         .route("/api/runs/{run_id}", get(run))
-        .layer(middleware::from_fn_with_state(state.clone(), check_host))
+        .fallback(not_found);
+    // Layers run outermost last-added first: headers, then Host, then the secret.
+    if let Some(a) = auth {
+        r = r.layer(middleware::from_fn_with_state(Arc::new(a), auth::require));
+    }
+    r.layer(middleware::from_fn_with_state(state.clone(), check_host))
+        .layer(middleware::map_response(security_headers))
         .with_state(state)
 }
 
-/// Refuses requests whose Host header is not the bound address (DNS rebinding).
+/// Refuses requests whose Host header does not name this dashboard (DNS rebinding).
 async fn check_host(State(st): State<AppState>, req: Request, next: Next) -> Response {
     let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    if !st.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
-        let body = json!({"ok": false, "error": {"kind": "forbidden", "message": format!("Host {host:?} is not this dashboard's address")}});
+    if !st.hosts.allows(host) {
+        let body = json!({"ok": false, "error": {"kind": "forbidden", "field": null,
+            "message": format!("Host {host:?} is not this dashboard's address (see --allow-host)")}});
         return (StatusCode::FORBIDDEN, Json(body)).into_response();
     }
     next.run(req).await
+}
+
+/// The page's Content-Security-Policy: nothing remote, the inline script and style allowed by
+/// their SHA-256 hashes, fetches to this origin only, no framing.
+static CSP: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "default-src 'none'; script-src '{}'; style-src '{}'; connect-src 'self'; img-src 'self'; \
+         base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        inline_hash("script"),
+        inline_hash("style")
+    )
+});
+
+/// `sha256-…` of the text inside the page's one `<tag>` element.
+fn inline_hash(tag: &str) -> String {
+    let open = format!("<{tag}>");
+    let start = PAGE.find(&open).map(|i| i + open.len()).unwrap_or(0);
+    let end = PAGE[start..].find(&format!("</{tag}>")).map(|i| start + i).unwrap_or(start);
+    format!("sha256-{}", base64(&Sha256::digest(&PAGE.as_bytes()[start..end])))
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            out.push(if i <= c.len() { A[(n >> shift) as usize & 63] as char } else { '=' });
+        }
+    }
+    out
+}
+
+async fn security_headers(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    if let Ok(v) = HeaderValue::from_str(&CSP) {
+        h.insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    r
+}
+
+async fn not_found(uri: Uri) -> ApiError {
+    ApiError(Error::NotFound { what: "path", id: uri.path().to_string() })
+}
+
+/// `Query`, but a malformed query string answers 400 with the JSON error shape.
+struct ApiQuery<T>(T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        Query::<T>::try_from_uri(&parts.uri)
+            .map(|q| ApiQuery(q.0))
+            .map_err(|e| ApiError(Error::invalid("query", parts.uri.query().unwrap_or(""), e.body_text())))
+    }
+}
+
+/// An optional whole-number query parameter in `min..=max`.
+fn whole(field: &'static str, v: Option<&str>, min: i64, max: i64, rule: &str) -> crate::Result<Option<i64>> {
+    let Some(s) = v else { return Ok(None) };
+    match s.parse::<i64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+        _ => Err(Error::invalid(field, s, rule)),
+    }
 }
 
 struct ApiError(Error);
@@ -77,10 +159,13 @@ async fn blocking<T: Serialize + Send + 'static>(
     crate::serve::blocking(&st.engine, f).await.map(|v| Json(json!(v))).map_err(ApiError)
 }
 
-fn page_limit(limit: Option<usize>) -> crate::Result<usize> {
-    let n = limit.unwrap_or(50);
-    crate::memory::validate_limit("limit", n, MAX_PAGE)?;
-    Ok(n)
+fn page_limit(limit: Option<&str>, default: usize, max: usize) -> Result<usize, ApiError> {
+    let rule = format!("must be a whole number between 1 and {max}");
+    Ok(whole("limit", limit, 1, max as i64, &rule).map_err(ApiError)?.map_or(default, |n| n as usize))
+}
+
+fn before(v: Option<&str>) -> Result<Option<i64>, ApiError> {
+    whole("before", v, 1, i64::MAX, "must be a positive whole number (a next_before from the previous page)").map_err(ApiError)
 }
 
 async fn page() -> impl IntoResponse {
@@ -99,13 +184,14 @@ struct MemoriesQuery {
     tags: Option<String>,
     /// memory (default), lap or all.
     kind: Option<String>,
-    limit: Option<usize>,
-    before: Option<i64>,
+    limit: Option<String>,
+    before: Option<String>,
 }
 
-async fn memories(State(st): State<AppState>, Query(q): Query<MemoriesQuery>) -> ApiResult {
+async fn memories(State(st): State<AppState>, ApiQuery(q): ApiQuery<MemoriesQuery>) -> ApiResult {
+    let limit = page_limit(q.limit.as_deref(), 50, MAX_PAGE)?;
+    let before = before(q.before.as_deref())?;
     blocking(&st, move |e| {
-        let limit = page_limit(q.limit)?;
         let tags: Vec<String> =
             q.tags.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
         let kind = crate::memory::parse_kind_filter("kind", q.kind.as_deref().unwrap_or("memory"))?;
@@ -122,7 +208,7 @@ async fn memories(State(st): State<AppState>, Query(q): Query<MemoriesQuery>) ->
                 Ok(json!({"query": r.query, "hits": r.hits}))
             }
             None => {
-                let ms = e.list(&tags, kind, limit, q.before)?;
+                let ms = e.list(&tags, kind, limit, before)?;
                 let next = if ms.len() == limit { ms.last().map(|m| m.id) } else { None };
                 Ok(json!({"memories": ms, "next_before": next}))
             }
@@ -138,9 +224,9 @@ async fn loop_names(State(st): State<AppState>) -> ApiResult {
 #[derive(Deserialize)]
 struct RunsQuery {
     name: Option<String>,
-    limit: Option<usize>,
+    limit: Option<String>,
     /// Cursor from the previous page's `next_before`.
-    before: Option<i64>,
+    before: Option<String>,
 }
 
 fn duration_s(start: &str, end: Option<&str>) -> Option<f64> {
@@ -149,9 +235,11 @@ fn duration_s(start: &str, end: Option<&str>) -> Option<f64> {
     Some((e - s).num_milliseconds() as f64 / 1000.0)
 }
 
-async fn runs(State(st): State<AppState>, Query(q): Query<RunsQuery>) -> ApiResult {
+async fn runs(State(st): State<AppState>, ApiQuery(q): ApiQuery<RunsQuery>) -> ApiResult {
+    let limit = page_limit(q.limit.as_deref(), 50, MAX_PAGE)?;
+    let before = before(q.before.as_deref())?;
     blocking(&st, move |e| {
-        let (rows, next) = loops::runs_page(e, q.name.as_deref(), page_limit(q.limit)?, q.before)?;
+        let (rows, next) = loops::runs_page(e, q.name.as_deref(), limit, before)?;
         let runs: Vec<Value> = rows
             .into_iter()
             .map(|r| {
@@ -170,16 +258,24 @@ async fn runs(State(st): State<AppState>, Query(q): Query<RunsQuery>) -> ApiResu
 #[derive(Deserialize)]
 struct RunQuery {
     /// Only laps numbered above this (live updates fetch just the new ones).
-    after_lap: Option<i64>,
-    limit: Option<usize>,
+    after_lap: Option<String>,
+    limit: Option<String>,
 }
 
-async fn run(State(st): State<AppState>, Path(run_id): Path<String>, Query(q): Query<RunQuery>) -> ApiResult {
+async fn run(
+    State(st): State<AppState>,
+    run_id: Result<Path<String>, PathRejection>,
+    ApiQuery(q): ApiQuery<RunQuery>,
+) -> ApiResult {
+    let Path(run_id) = run_id.map_err(|e| ApiError(Error::invalid("run_id", "", e.body_text())))?;
+    let limit = page_limit(q.limit.as_deref(), 1000, 10_000)?;
+    let after_lap =
+        whole("after_lap", q.after_lap.as_deref(), 0, i64::MAX, "must be a whole number, 0 or more (the last lap seen)")
+            .map_err(ApiError)?
+            .unwrap_or(0);
     blocking(&st, move |e| {
-        let limit = q.limit.unwrap_or(1000);
-        crate::memory::validate_limit("limit", limit, 10_000)?;
         let r = loops::run_row(e, &run_id)?;
-        let laps = loops::laps(e, &run_id, q.after_lap.unwrap_or(0), limit)?;
+        let laps = loops::laps(e, &run_id, after_lap, limit)?;
         let params = json!(r.params);
         Ok(json!({
             "run_id": r.run_id, "name": r.name, "status": loops::effective_status(&r), "reason": r.reason,

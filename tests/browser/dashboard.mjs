@@ -15,7 +15,12 @@ const facts = {};
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 1000 } });
   page.setDefaultTimeout(20000);
-  await page.goto(url);
+  await page.addInitScript(() => {
+    window.__csp = [];
+    document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.violatedDirective));
+  });
+  const response = await page.goto(url);
+  facts.csp = response.headers()["content-security-policy"] || "";
   await page.waitForSelector(".memory-row");
   facts.page = await page.evaluate(() => {
     const n = performance.getEntriesByType("navigation")[0];
@@ -53,6 +58,7 @@ try {
   await page.waitForFunction((n) => document.querySelectorAll(".lap-row").length > n, facts.live_before, { timeout: 15000 });
   facts.live_after = await page.locator(".lap-row").count();
   facts.live_points = await page.locator("#chart .lap-point").count();
+  facts.csp_violations = await page.evaluate(() => window.__csp);
   await page.screenshot({ path: shot, fullPage: true });
 } catch (e) {
   await browser.close();
