@@ -337,14 +337,14 @@ mod tests {
         let words = |t: &str| t.split_whitespace().count() as u64;
         let go = decide_lap("ci", &l, &input(1, false, 10, 0, false), words);
         assert_eq!(go.text, "loop ci lap 1: best match #1");
-        assert_eq!(go.tokens_used, 10 + 6);
+        assert_eq!(go.tokens_used, 10 + 7, "seven words of ledger text on top of the ten before");
         assert_eq!(go.decision(), "continue");
         assert!(go.reason.is_none());
         assert_eq!(go.budget["elapsed_s"], 1.235);
         assert_eq!(go.budget["laps"], 1);
         let end = decide_lap("ci", &l, &input(2, false, 95, 0, false), words);
         assert_eq!(end.status, Some(RunStatus::MaxTokens));
-        assert_eq!(end.reason.as_deref(), Some("stopped on lap 2: 101 tokens used, limit 100"));
+        assert_eq!(end.reason.as_deref(), Some("stopped on lap 2: 102 tokens used, limit 100"));
         let row = end.row(Some(0.25), Some(7), &[]);
         assert_eq!((row.decision.as_str(), row.memory_id, row.score), ("max_tokens", Some(7), Some(0.25)));
     }
