@@ -10,12 +10,14 @@
 //! mutex held only for the length of one short database call; embedding happens outside it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard};
 use serde::Serialize;
 
 use crate::embed::Embedder;
+use crate::feed::{Feed, Topic};
 use crate::index::exact::Sweep;
 use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
@@ -130,6 +132,19 @@ pub struct Engine {
     store: Mutex<Store>,
     embedder: Arc<dyn Embedder>,
     index: Searcher,
+    /// The change feed, started by the first loop that waits (None: polling only).
+    feed: OnceLock<Option<Arc<Feed>>>,
+    /// Blocking loop runs in progress in this process (background work yields to them).
+    running_loops: AtomicUsize,
+}
+
+/// Counts a blocking loop run as in progress for as long as it lives.
+pub struct RunningLoop<'e>(&'e AtomicUsize);
+
+impl Drop for RunningLoop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Engine {
@@ -148,7 +163,10 @@ impl Engine {
                 });
             }
         }
-        Ok(Engine { root: root.dir.clone(), store: Mutex::new(store), embedder, index: Searcher::new() })
+        Ok(Engine { root: root.dir.clone(), store: Mutex::new(store), embedder, index: Searcher::new(),
+            feed: OnceLock::new(),
+            running_loops: AtomicUsize::new(0),
+        })
     }
 
     /// Lets this (long-lived) process build an HNSW graph in a background thread once the
@@ -162,6 +180,38 @@ impl Engine {
     /// The data root directory.
     pub fn data_dir(&self) -> &Path {
         &self.root
+    }
+
+    /// The data root's change feed, started on first use; `None` when it cannot be watched
+    /// or `SLM_FEED=off` (then waiting loops poll).
+    pub fn feed(&self) -> Option<Arc<Feed>> {
+        self.feed
+            .get_or_init(|| {
+                if !crate::feed::enabled() {
+                    return None;
+                }
+                Feed::watch(&self.root)
+                    .map_err(|e| tracing::warn!("no change feed, loops will poll: {e}"))
+                    .ok()
+                    .map(Arc::new)
+            })
+            .clone()
+    }
+
+    /// Marks a blocking loop run as in progress until the returned guard drops.
+    pub fn running_loop(&self) -> RunningLoop<'_> {
+        self.running_loops.fetch_add(1, Ordering::AcqRel);
+        RunningLoop(&self.running_loops)
+    }
+
+    /// Blocking loop runs in progress in this process.
+    pub fn running_loops(&self) -> usize {
+        self.running_loops.load(Ordering::Acquire)
+    }
+
+    /// Tells every process watching this data root that a write of `topic` committed.
+    pub fn announce(&self, topic: Topic) {
+        crate::feed::announce(&self.root, topic);
     }
 
     /// The embedder this engine uses.
@@ -255,6 +305,9 @@ impl Engine {
             }
             store.insert(&new_rows)?
         };
+        if !new_rows.is_empty() {
+            self.announce(if kind == Kind::Memory { Topic::Memories } else { Topic::Ledger });
+        }
         let mut fresh_results = inserted.into_iter();
         Ok(known
             .into_iter()
@@ -387,6 +440,7 @@ impl Engine {
             store.forget(ids)?
         };
         self.index.tombstone(&gone);
+        self.announce(Topic::Memories);
         Ok(gone)
     }
 

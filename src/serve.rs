@@ -14,10 +14,36 @@ pub fn long_lived(root: &DataRoot, embedder: Arc<dyn Embedder>) -> Result<(Arc<E
     let engine = Arc::new(Engine::open(root, embedder)?.with_background_index(HNSW_MIN));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // A waiting loop holds one blocking thread asleep on the change feed (no CPU); a
+        // thousand of them must not queue behind tokio's default cap of 512.
+        .max_blocking_threads(MAX_BLOCKING)
         .enable_all()
         .build()
         .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    spawn_ledger_embedder(&engine);
     Ok((engine, runtime))
+}
+
+/// Blocking threads of a server: waiting loops plus ordinary requests.
+const MAX_BLOCKING: usize = 2048;
+
+/// How often the ledger embedder looks for laps stored without a vector.
+const EMBED_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Embeds ledger laps stored without their vector (loops write them so, to keep idle laps
+/// cheap), a batch at a time, but only while no loop waits in this process: waiting must stay
+/// free, and recall embeds any lap it needs on the fly meanwhile.
+fn spawn_ledger_embedder(engine: &Arc<Engine>) {
+    let weak = Arc::downgrade(engine);
+    let _ = std::thread::Builder::new().name("slm-ledger-embed".into()).spawn(move || loop {
+        std::thread::sleep(EMBED_EVERY);
+        let Some(engine) = weak.upgrade() else { return };
+        if engine.running_loops() == 0 {
+            if let Err(e) = engine.backfill_pending(64) {
+                tracing::warn!("embedding ledger laps failed: {e}");
+            }
+        }
+    });
 }
 
 /// Runs blocking engine work (embedding, SQLite) on tokio's blocking pool, so a slow call

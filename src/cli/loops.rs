@@ -253,7 +253,10 @@ pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i3
         Checked::Run(spec) => {
             let cancel = ctrl_c();
             let r = loops::run_memory_loop(engine, &spec, &cancel, &mut |e| print_lap(e, json_out))?;
-            Ok(finish(&r, json_out))
+            let code = finish(&r, json_out);
+            // Its ledger laps were stored without vectors: embed them off the waiting path.
+            spawn_backfill(engine);
+            Ok(code)
         }
         Checked::Start(p) => {
             let st = command::start(engine, &p)?;

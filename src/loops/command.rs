@@ -321,6 +321,7 @@ pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped
         Ok((write, lap))
     })?;
     drop(store);
+    engine.announce(crate::feed::Topic::Ledger);
 
     // The ledger memory is written after the lap is decided, outside the write lock, and
     // without its vector: loading the model would cost a step ~100 ms, so a background

@@ -60,6 +60,16 @@ pub trait Gate {
     fn setup_tokens(&self) -> u64 {
         0
     }
+    /// Called when the change feed says something committed: takes in what arrived and
+    /// returns true when it could pass the gate (a new candidate), so the loop evaluates a
+    /// lap now rather than at its next poll. Unrelated writes return false and cost no lap.
+    fn probe(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+    /// False for a gate with nothing to wait for (the demo's stub): its laps run back to back.
+    fn waits(&self) -> bool {
+        true
+    }
 }
 
 /// The memory gate of SPEC §2.
@@ -102,14 +112,17 @@ impl<'e> MemoryGate<'e> {
         })
     }
 
-    /// Takes in what arrived since the last lap.
-    fn sweep(&mut self) -> Result<()> {
+    /// Takes in what arrived since the last lap; returns how many new candidates joined the
+    /// pool (or 1 when a forgotten best forced a fresh start).
+    fn sweep(&mut self) -> Result<usize> {
+        let mut fresh_count = 0;
         // A best match forgotten since the last lap: start over from scratch.
         if let Some(b) = self.best {
             if !self.engine.exists(b.id)? {
                 self.engine.tombstone(&[b.id]);
                 (self.best, self.eligible, self.seen) = (None, 0, 0);
                 self.pool.clear();
+                fresh_count = 1;
             }
         }
         let sweep = self.engine.gate_sweep(&self.query, &self.tags, self.seen, self.threshold)?;
@@ -122,11 +135,13 @@ impl<'e> MemoryGate<'e> {
         self.seen = sweep.upto;
         if !sweep.above.is_empty() {
             let known: HashSet<i64> = self.pool.iter().map(|s| s.id).collect();
+            let before = self.pool.len();
             let fresh = sweep.above.into_iter().filter(|s| !self.rejected.contains(&s.id) && !known.contains(&s.id));
             self.pool.extend(fresh);
+            fresh_count += self.pool.len() - before;
             sort_best_first(&mut self.pool);
         }
-        Ok(())
+        Ok(fresh_count)
     }
 
     /// Verifies the best waiting candidates; returns the one that passed, with the lap's
@@ -225,6 +240,10 @@ impl Gate for MemoryGate<'_> {
     fn setup_tokens(&self) -> u64 {
         self.query_tokens
     }
+
+    fn probe(&mut self) -> Result<bool> {
+        Ok(self.sweep()? > 0)
+    }
 }
 
 /// The keyless demo's gate: fails on laps before `pass_on`, passes from it on.
@@ -249,6 +268,10 @@ impl Gate for StubGate {
             rejected: Vec::new(),
             verified_by: Vec::new(),
         })
+    }
+
+    fn waits(&self) -> bool {
+        false
     }
 }
 

@@ -18,7 +18,8 @@ use super::verify::Rejected;
 use crate::engine::Engine;
 use crate::memory::{now_rfc3339, Kind};
 use crate::record::{RunParams, RunStatus};
-use crate::storage::{LapRow, RunRow};
+use crate::feed::Topic;
+use crate::storage::{LapRow, NewRow, RunRow};
 
 /// The text of a lap's ledger memory: embedded for recall and counted as tokens. It holds no
 /// run id or clock, so its token count is predictable from the name, lap and detail.
@@ -269,25 +270,24 @@ impl<'e> Ledger<'e> {
         self.check(r).unwrap_or_else(|| text.split_whitespace().count() + 2) as u64
     }
 
-    /// Writes a lap's ledger memory. `embed` = false stores it without its vector (no model
-    /// load; a later backfill adds it and recall embeds it on the fly until then).
-    fn lap_memory(&mut self, text: &str, embed: bool) -> Option<i64> {
-        let rows = [(text, self.tags.clone())];
-        let r = if embed { self.engine.insert_rows(Kind::Lap, &rows) } else { self.engine.insert_pending(Kind::Lap, &rows) };
-        self.check(r).and_then(|v| v.first().map(|m| m.id))
-    }
 
-    /// Records a lap of a blocking run: its memory (embedded) and its structured row.
+    /// Records a lap of a blocking run: its structured row and its memory, in one commit. The
+    /// memory is stored without its vector, so an idle lap never runs the model: a background
+    /// embedder adds it ([`Engine::backfill_pending`]) and recall embeds it on the fly until then.
     pub fn record_lap(&mut self, lap: &LapOutcome, score: Option<f64>, rejected: &[Rejected]) {
-        let memory_id = self.lap_memory(&lap.text, true);
-        let r = self.engine.store().lap_insert(&self.run_id, &lap.row(score, memory_id, rejected));
-        self.check(r);
+        let row = lap.row(score, None, rejected);
+        let memory = NewRow { kind: Kind::Lap, content: &lap.text, tags: &self.tags, embedding: &[] };
+        let r = self.engine.store().lap_insert_with_memory(&self.run_id, &row, &memory);
+        if self.check(r).is_some() {
+            self.engine.announce(Topic::Ledger);
+        }
     }
 
     /// Adds the ledger memory of a lap whose row is already written (an agent step, whose row
     /// is decided and written under the database lock), stored without its vector.
     pub fn attach_lap_memory(&mut self, lap: &LapOutcome) {
-        if let Some(id) = self.lap_memory(&lap.text, false) {
+        let r = self.engine.insert_pending(Kind::Lap, &[(lap.text.as_str(), self.tags.clone())]);
+        if let Some(id) = self.check(r).and_then(|v| v.first().map(|m| m.id)) {
             let r = self.engine.store().lap_set_memory(&self.run_id, lap.lap, id);
             self.check(r);
         }
@@ -300,6 +300,8 @@ impl<'e> Ledger<'e> {
         let r = self.engine.store().run_finish(&self.run_id, result.status, &result.reason, result.laps, &json);
         if self.check(r).is_none() {
             result.termination.ledger_errors = self.errors;
+        } else {
+            self.engine.announce(Topic::Ledger);
         }
         result
     }

@@ -228,6 +228,7 @@ pub fn cancel(engine: &Engine, run_id: &str) -> Result<CancelOutcome> {
     // An agent-driven run has no process polling for the flag: end it here.
     if command::is_command_run(&row) {
         let ended = engine.store().run_end_if_running(run_id, RunStatus::Cancelled, "cancelled by slm loop cancel")?;
+        engine.announce(crate::feed::Topic::Control);
         let status = if ended { RunStatus::Cancelled } else { effective_status(&row) };
         return Ok(CancelOutcome { run_id: run_id.to_string(), requested: ended, status });
     }
@@ -235,6 +236,7 @@ pub fn cancel(engine: &Engine, run_id: &str) -> Result<CancelOutcome> {
         .store()
         .run_request_cancel(run_id)?
         .ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
+    engine.announce(crate::feed::Topic::Control);
     let effective = effective_status(&run_row(engine, run_id)?);
     Ok(CancelOutcome { run_id: run_id.to_string(), requested: effective == RunStatus::Running, status: effective })
 }

@@ -1,12 +1,25 @@
 //! One blocking run of a bounded loop: laps, bounds, the ledger, cancellation.
 //!
 //! The runner asks its [`Gate`] each lap, lets [`ledger::decide_lap`] apply the bounds in
-//! SPEC §2's order (the same function agent steps use), records the lap and, between laps,
-//! sleeps in slices of at most [`CANCEL_SLICE`], checking the in-process cancel flag and the
-//! run's row (for `slm loop cancel` from another process), and never past the deadline; at
-//! the deadline one last lap is evaluated.
+//! SPEC §2's order (the same function agent steps use) and records the lap. Between laps it
+//! waits for the next poll, never past the deadline (where one last lap is evaluated):
+//!
+//! - with the data root's change feed ([`crate::feed`]), it sleeps on the feed's signal and
+//!   wakes when memories or control records commit anywhere. A wake-up checks the cancel flag
+//!   and the run's row, then lets the gate take in what arrived ([`Gate::probe`]); only a new
+//!   candidate turns a wake-up into a lap, so a burst of unrelated writes costs no laps and
+//!   cannot use up `max_iterations` faster than the poll schedule. No change, no work: an idle
+//!   waiting loop costs nothing between polls.
+//! - without a feed, it sleeps in slices of at most [`CANCEL_SLICE`], checking the cancel
+//!   flag and the run's row (for `slm loop cancel` from another process), as before.
+//!
+//! Either way a lap happens at least every poll interval, so the poll interval is the
+//! fallback and the longest wait.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use super::gate::{Gate, Observation};
@@ -14,6 +27,7 @@ use super::ledger::{self, Driver, LapInput, Ledger};
 use super::params::CheckedLoop;
 use super::result::{LapEvent, Match, RunResult, Termination};
 use crate::engine::Engine;
+use crate::feed::Signal;
 use crate::memory::Hit;
 use crate::record::{RunParams, RunStatus};
 use crate::Result;
@@ -22,9 +36,11 @@ use crate::Result;
 pub const CANCEL_SLICE: Duration = Duration::from_millis(40);
 
 /// Ways to stop a run from outside: a flag (Ctrl-C, MCP cancel) checked with the ledger row.
+/// Raising it wakes the run at once when it waits on a change feed.
 #[derive(Debug, Default)]
 pub struct Cancel {
     pub flag: AtomicBool,
+    waker: Mutex<Option<Arc<Signal>>>,
 }
 
 impl Cancel {
@@ -33,6 +49,13 @@ impl Cancel {
     }
     pub fn request(&self) {
         self.flag.store(true, Ordering::Release);
+        if let Some(s) = self.waker.lock().as_ref() {
+            s.bump();
+        }
+    }
+    /// The signal the run waits on, so a request wakes it.
+    fn attach(&self, signal: &Arc<Signal>) {
+        *self.waker.lock() = Some(Arc::clone(signal));
     }
 }
 
@@ -46,9 +69,17 @@ pub fn run(
     on_lap: &mut dyn FnMut(&LapEvent),
 ) -> Result<RunResult> {
     let started = Instant::now();
+    let _running = engine.running_loop();
     let limits = &spec.limits;
     let deadline = started + Duration::from_secs_f64(limits.max_wallclock_s);
     let params = RunParams { limits: limits.clone(), gate: spec.gate.clone() };
+    // The watch starts before lap 1 and the generation is read before each look at the store,
+    // so no commit can slip between a lap and the wait after it.
+    let signal = if gate.waits() { engine.feed().map(|f| Arc::clone(f.gate())) } else { None };
+    if let Some(s) = &signal {
+        cancel.attach(s);
+    }
+    let mut generation = signal.as_ref().map_or(0, |s| s.generation());
     let mut ledger = Ledger::start(engine, &spec.name, params, Driver::ThisProcess, None)?;
     let mut tokens: u64 = 0;
     let mut stalled: i64 = 0;
@@ -90,8 +121,16 @@ pub fn run(
         if outcome.status.is_some() {
             break (outcome, obs);
         }
-        let wake = (Instant::now() + Duration::from_secs_f64(limits.poll_interval_s)).min(deadline);
-        if sleep_until(engine, ledger.run_id(), cancel, wake) {
+        if gate.waits() {
+            let next = (Instant::now() + Duration::from_secs_f64(limits.poll_interval_s)).min(deadline);
+            let cancelled = match &signal {
+                Some(s) => wait_for_change(engine, ledger.run_id(), cancel, gate, s, &mut generation, next)?,
+                None => sleep_until(engine, ledger.run_id(), cancel, next),
+            };
+            if cancelled {
+                break (outcome, obs);
+            }
+        } else if cancel.requested() {
             break (outcome, obs);
         }
         last = Some(obs);
@@ -133,11 +172,48 @@ pub fn run(
     Ok(ledger.finish(result))
 }
 
+fn cancelled(engine: &Engine, run_id: &str, cancel: &Cancel) -> bool {
+    cancel.requested() || engine.store().run_cancel_requested(run_id).unwrap_or(false)
+}
+
+/// Waits on the change feed until the next poll (`next`), a cancellation (returns true) or a
+/// change that brings a new candidate (returns false: evaluate a lap now). `generation` is
+/// the feed generation already looked at; it is moved on before each look.
+fn wait_for_change(
+    engine: &Engine,
+    run_id: &str,
+    cancel: &Cancel,
+    gate: &mut dyn Gate,
+    signal: &Signal,
+    generation: &mut u64,
+    next: Instant,
+) -> Result<bool> {
+    loop {
+        if cancelled(engine, run_id, cancel) {
+            return Ok(true);
+        }
+        if Instant::now() >= next {
+            *generation = signal.generation();
+            return Ok(false);
+        }
+        let now = signal.wait_past(*generation, next);
+        if now != *generation {
+            *generation = now;
+            if cancelled(engine, run_id, cancel) {
+                return Ok(true);
+            }
+            if gate.probe()? {
+                return Ok(false);
+            }
+        }
+    }
+}
+
 /// Sleeps until `until`, waking every [`CANCEL_SLICE`] to check for cancellation. Returns
 /// true when the run was cancelled.
 fn sleep_until(engine: &Engine, run_id: &str, cancel: &Cancel, until: Instant) -> bool {
     loop {
-        if cancel.requested() || engine.store().run_cancel_requested(run_id).unwrap_or(false) {
+        if cancelled(engine, run_id, cancel) {
             return true;
         }
         let now = Instant::now();
