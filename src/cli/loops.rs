@@ -254,8 +254,11 @@ pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i3
             let cancel = ctrl_c();
             let r = loops::run_memory_loop(engine, &spec, &cancel, &mut |e| print_lap(e, json_out))?;
             let code = finish(&r, json_out);
-            // Its ledger laps were stored without vectors: embed them off the waiting path.
-            spawn_backfill(engine);
+            // Its ledger laps were stored without vectors: embed them off the waiting path. (Not
+            // for the demo: it must stay instant, and recall embeds its three laps on the fly.)
+            if matches!(spec.gate, slm::record::GateSpec::Memory { .. }) {
+                spawn_backfill(engine);
+            }
             Ok(code)
         }
         Checked::Start(p) => {
