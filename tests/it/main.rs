@@ -8,6 +8,7 @@ mod common;
 mod concurrency;
 mod dashboard;
 mod errors;
+mod gate_verify;
 mod import;
 mod loops;
 mod mcp_inproc;
