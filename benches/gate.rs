@@ -1,4 +1,4 @@
-//! Gate speed: one poll with 0, 1 and 10 new memories, and lap 1, on stores of 10k, 100k
+//! Gate speed: the guard verifier on its own (compiling a query, checking one memory); one poll with 0, 1 and 10 new memories, and lap 1, on stores of 10k, 100k
 //! (and 1M with `SLM_BENCH_GATE_1M=1`) memories; and the end-to-end latency from a
 //! `remember` commit in this process to `slm loop run` returning in another.
 //!
@@ -30,6 +30,11 @@ const NEW_PER_POLL: [usize; 3] = [0, 1, 10];
 const QUERY: &str = "the nightly build finished and every test passed";
 /// Gate threshold of the poll benchmarks: nothing synthetic reaches it.
 const THRESHOLD: f32 = 0.99;
+/// The guard benchmarks' query and a ~200-character true signal it must accept (the accepting
+/// path reads the whole memory, so it is the slower one).
+const GUARD_QUERY: &str = "PR #42 approved";
+const GUARD_MEMORY: &str = "review complete: PR #42 is approved by both reviewers after the second round; \
+the CI pipeline is green, the changelog entry was added and the branch is ready to merge into main today";
 /// Poll interval of the end-to-end latency runs: the default, so only the change feed can
 /// make them fast (SPEC §4: ≤ 25 ms median from commit to return, whatever the poll).
 const POLL_S: f64 = 1.0;
@@ -54,6 +59,17 @@ fn far() -> Instant {
 fn open(dir: &std::path::Path) -> Engine {
     let root = DataRoot { dir: dir.to_path_buf(), explicit: true };
     Engine::open(&root, Arc::new(OnnxEmbedder::locate())).unwrap()
+}
+
+/// The guard alone: no model, no store.
+fn bench_guard(c: &mut Criterion) {
+    use slm::loops::verify::guard::Guard;
+    let guard = Guard::new(GUARD_QUERY);
+    assert!(guard.check(GUARD_MEMORY).is_ok(), "the benchmark memory must be a true signal");
+    let mut g = c.benchmark_group("guard");
+    g.bench_function("check_one", |b| b.iter(|| std::hint::black_box(&guard).check(std::hint::black_box(GUARD_MEMORY))));
+    g.bench_function("new", |b| b.iter(|| Guard::new(std::hint::black_box(GUARD_QUERY))));
+    g.finish();
 }
 
 fn bench_polls(c: &mut Criterion) {
@@ -177,5 +193,5 @@ fn bench_demo(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_polls, bench_end_to_end, bench_demo);
+criterion_group!(benches, bench_guard, bench_polls, bench_end_to_end, bench_demo);
 criterion_main!(benches);

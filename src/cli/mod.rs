@@ -298,6 +298,8 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
         }
         Command::Gate(loops::GateCommand::Check(args)) => {
             let req = args.request();
+            // Bad input is refused before the data root is opened (or created).
+            slm::loops::explain::validate(&req)?;
             return loops::gate_check(&open(g)?, &req, g.json);
         }
         Command::Loop(cmd) => {

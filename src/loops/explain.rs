@@ -55,19 +55,26 @@ pub struct GateCheck {
     pub reason: String,
 }
 
-/// Explains whether the gate would pass on one memory.
-pub fn gate_check(engine: &Engine, r: &CheckRequest) -> Result<GateCheck> {
+/// Checks everything in a request that needs no data root (query, threshold, verifiers,
+/// memory text), so the CLI can refuse bad input before it opens, or creates, anything.
+pub fn validate(r: &CheckRequest) -> Result<Vec<crate::record::VerifySpec>> {
     let n = r.query.chars().count();
     if n == 0 || n > super::params::MAX_QUERY_CHARS {
         return Err(Error::invalid("query", &r.query, format!("must be 1-2000 characters; it has {n}")));
     }
     memory::validate_score("gate_min_score", r.gate_min_score)?;
     let specs = check_verify(&r.gate_verify, r.gate_nli_min)?;
+    if let Some(text) = &r.memory {
+        memory::validate_content("memory", text)?;
+    }
+    Ok(specs)
+}
+
+/// Explains whether the gate would pass on one memory.
+pub fn gate_check(engine: &Engine, r: &CheckRequest) -> Result<GateCheck> {
+    let specs = validate(r)?;
     let (memory_id, content, eligible) = match (&r.memory, r.id) {
-        (Some(text), None) => {
-            memory::validate_content("memory", text)?;
-            (None, text.clone(), true)
-        }
+        (Some(text), None) => (None, text.clone(), true),
         (None, Some(id)) => {
             let m = engine.get(&[id])?.pop().ok_or_else(|| Error::NotFound { what: "memory", id: id.to_string() })?;
             (Some(id), m.content, m.kind == Kind::Memory)

@@ -205,10 +205,12 @@ impl Gate for MemoryGate<'_> {
             (Some(c), _) => format!("match #{} scored {:.3} >= threshold {t:.3}, verified by {by}", c.id, c.score),
             (None, None) => format!("no eligible memories yet; threshold {t:.3}"),
             (None, Some(b)) if why.is_empty() => format!(
-                "best match #{} scored {:.3} {} threshold {t:.3}",
+                "best match #{} scored {:.3} {} threshold {t:.3}{}",
                 b.id,
                 b.score,
-                if b.score >= t { ">=" } else { "<" }
+                if b.score >= t { ">=" } else { "<" },
+                // Without this, a lap after a rejection would read as if it should have passed.
+                if self.rejected.contains(&b.id) { " but was rejected on an earlier lap" } else { "" }
             ),
             (None, Some(_)) => format!("no candidate passed verification (threshold {t:.3})"),
         };

@@ -9,6 +9,7 @@ mod concurrency;
 mod dashboard;
 mod errors;
 mod feed;
+mod gate_verify;
 mod import;
 mod loops;
 mod mcp_inproc;

@@ -110,6 +110,8 @@ async fn memory_tools_and_their_errors() {
     assert_eq!(h.err("forget", json!({"ids": [id]})).await["error"]["kind"], "not_found");
     assert_eq!(h.err("slm_loop_show", json!({"run_id": "nope"})).await["error"]["kind"], "not_found");
     assert_eq!(h.err("slm_loop_cancel", json!({"run_id": "nope"})).await["error"]["kind"], "not_found");
+    let cmd = json!({"name": "x", "gate_query": "q", "gate_verify": ["cmd:true"]});
+    assert_eq!(h.err("slm_loop_run", cmd).await["error"]["field"], "gate_verify", "MCP never runs a command");
     h.err("recall", json!({"query": "x", "limit": "ten"})).await; // does not deserialize
     h.err("remember", json!({"content": "x", "colour": "red"})).await; // unknown field
     assert!(h.client.call_tool(CallToolRequestParams::new("no_such_tool")).await.is_err());
@@ -153,6 +155,7 @@ async fn a_loop_waits_while_the_same_connection_remembers_and_reports_progress()
     let r = r.structured_content.unwrap();
     assert_eq!(r["status"], "converged");
     assert_eq!(r["match"]["id"], m["id"]);
+    assert_eq!(r["match"]["verified_by"], json!(["guard"]), "the default chain verified it");
     let laps = r["laps"].as_i64().unwrap();
     let mut seen = vec![first.progress];
     while let Ok(p) = h.progress.try_recv() {

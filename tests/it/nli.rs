@@ -20,7 +20,7 @@ fn manifest() -> PathBuf {
 
 /// Builds the test model once per test process; `None` (after saying so) when the test venv
 /// is absent, i.e. scripts/test.sh has not been run on this machine.
-fn model_dir() -> Option<&'static Path> {
+pub(crate) fn model_dir() -> Option<&'static Path> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let python = manifest().join("target/pyenv/bin/python");

@@ -165,6 +165,51 @@ async def scenario_cancel():
         return {"status": status}
 
 
+async def scenario_gate():
+    """The memory gate verifies candidates: guard by default, none on request, cmd: refused."""
+    async with _Stack() as stack:
+        s = await session_for(stack, "code")
+        bad = structured(await s.call_tool("remember", {"content": "review of PR #42: NOT approved, changes requested"}))
+        base = {"name": "pr-42", "gate_query": "PR #42 approved", "gate_min_score": 0.5,
+                "max_wallclock_s": 2, "poll_interval_s": 0.5}
+
+        # Default chain (guard): the contradiction scores above 0.5 but never passes.
+        res = await s.call_tool("slm_loop_run", base)
+        assert not res.is_error, res
+        r = structured(res)
+        assert r["ok"] is True and r["status"] == "max_wallclock", r
+        assert r.get("match") is None, r
+        assert r["termination"]["rejected_candidates"] >= 1, r
+        shown = structured(await s.call_tool("slm_loop_show", {"run_id": r["run_id"]}))
+        rej = shown["laps"][0]["rejected"]
+        assert rej[0]["id"] == bad["id"] and rej[0]["verifier"] == "guard", rej
+        assert rej[0]["rule"].startswith("polarity:"), rej
+
+        # Plain cosine, asked for explicitly: converges on the contradiction.
+        plain = structured(await s.call_tool("slm_loop_run", {**base, "gate_verify": ["none"]}))
+        assert plain["status"] == "converged" and plain["match"]["id"] == bad["id"], plain
+        assert plain["match"]["verified_by"] == [], plain
+
+        # The approval converges under the default chain, verified by the guard.
+        good = structured(await s.call_tool("remember", {"content": "review complete: PR #42 is approved"}))
+        ok = structured(await s.call_tool("slm_loop_run", base))
+        assert ok["status"] == "converged" and ok["match"]["id"] == good["id"], ok
+        assert ok["match"]["verified_by"] == ["guard"], ok
+
+        # Invalid input: isError naming the field, and no run recorded.
+        before = structured(await s.call_tool("slm_loop_history", {"name": "refused"}))
+        cmd = await s.call_tool("slm_loop_run", {**base, "name": "refused", "gate_verify": ["cmd:true"]})
+        assert cmd.is_error and cmd.structured_content["error"]["field"] == "gate_verify", cmd
+        nli = await s.call_tool("slm_loop_run", {**base, "name": "refused", "gate_nli_min": 2})
+        assert nli.is_error and nli.structured_content["error"]["field"] == "gate_nli_min", nli
+        unknown = await s.call_tool("slm_loop_run", {**base, "name": "refused", "gate_verify": ["regex:x"]})
+        assert unknown.is_error and unknown.structured_content["error"]["field"] == "gate_verify", unknown
+        after = structured(await s.call_tool("slm_loop_history", {"name": "refused"}))
+        assert before["runs"] == [] and after["runs"] == [], after
+        return {"rejected": r["termination"]["rejected_candidates"], "rule": rej[0]["rule"],
+                "verified_by": ok["match"]["verified_by"]}
+
+
 async def main():
     fn = globals()["scenario_" + SCENARIO]
     facts = await fn()
