@@ -60,7 +60,7 @@ fi
 echo "== tests"
 log="$(mktemp)"
 set +e
-cargo test --release --locked 2>&1 | tee "$log"
+cargo test --release --locked --no-fail-fast 2>&1 | tee "$log"
 status="${PIPESTATUS[0]}"
 set -e
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')

@@ -356,3 +356,71 @@ pub fn expired(row: &RunRow) -> bool {
 pub fn is_command_run(row: &RunRow) -> bool {
     matches!(row.params.gate, GateSpec::Command { .. })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::testing::HashEmbedder;
+    use crate::engine::DataRoot;
+    use crate::loops::params::{CheckedStart, CheckedStep, StartParams};
+    use std::sync::Arc;
+
+    fn engine(dir: &std::path::Path) -> Engine {
+        Engine::open(&DataRoot { dir: dir.join("data"), explicit: true }, Arc::new(HashEmbedder)).unwrap()
+    }
+
+    fn start_run(e: &Engine, cmd: &str, iterations: i64, window: i64) -> String {
+        let p = StartParams {
+            name: "unit".into(),
+            gate_cmd: cmd.into(),
+            max_iterations: iterations,
+            max_wallclock_s: 30.0,
+            max_tokens: 0,
+            no_progress_window: window,
+        };
+        start(e, &CheckedStart::try_from(p).unwrap()).unwrap().run_id
+    }
+
+    fn step_ok(e: &Engine, run_id: &str, tokens: u64) -> Stepped {
+        step(e, run_id, &CheckedStep { tokens, note: Some("working".into()) }).unwrap()
+    }
+
+    #[test]
+    fn steps_number_laps_share_counters_and_end_on_the_gate() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        let marker = tmp.path().join("done");
+        let run_id = start_run(&e, &format!("test -e {}", marker.display()), 10, 0);
+        let s1 = step_ok(&e, &run_id, 5);
+        assert_eq!((s1.lap, s1.decision.as_str(), s1.status), (1, "continue", RunStatus::Running));
+        assert_eq!(s1.exit_code, Some(1));
+        // HashEmbedder counts words + 2: the ledger text's tokens plus the reported ones.
+        let text = ledger::lap_text("unit", 1, &s1.detail);
+        assert_eq!(s1.budget["tokens_used"], 5 + text.split_whitespace().count() as u64 + 2);
+        std::fs::write(&marker, "").unwrap();
+        let s2 = step_ok(&e, &run_id, 0);
+        assert_eq!((s2.lap, s2.status), (2, RunStatus::Converged));
+        assert!(s2.reason.as_deref().unwrap().starts_with("the gate passed on lap 2"), "{:?}", s2.reason);
+        // After the end every step is refused, naming the status.
+        let err = step(&e, &run_id, &CheckedStep::default()).unwrap_err();
+        assert!(err.to_string().contains("converged"), "{err}");
+        // Each lap left a ledger memory (without a vector until a backfill).
+        let laps = crate::loops::show(&e, &run_id, 10).unwrap().laps;
+        assert_eq!(laps.len(), 2);
+        assert_eq!(e.backfill_pending(10).unwrap(), 2);
+    }
+
+    #[test]
+    fn a_repeating_outcome_ends_on_no_progress_and_a_memory_run_is_not_steppable() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = engine(tmp.path());
+        let run_id = start_run(&e, "echo same; exit 3", 10, 2);
+        let statuses: Vec<RunStatus> = (0..3).map(|_| step_ok(&e, &run_id, 0).status).collect();
+        assert_eq!(statuses, vec![RunStatus::Running, RunStatus::Running, RunStatus::NoProgress]);
+        let demo = crate::loops::CheckedLoop::demo(3).unwrap();
+        let r = crate::loops::demo(&e, &demo, &crate::loops::Cancel::default(), &mut |_| {}).unwrap();
+        assert_eq!(r.status, RunStatus::Converged);
+        let err = step(&e, &r.run_id, &CheckedStep::default()).unwrap_err();
+        assert_eq!(err.field(), Some("run_id"), "{err}");
+    }
+}
