@@ -27,41 +27,7 @@ pub enum LoopCommand {
         iterations: i64,
     },
     /// Block until a memory matching the gate query scores >= the threshold, under bounds.
-    Run {
-        /// Loop name: 1-128 characters of [A-Za-z0-9._:-].
-        #[arg(long)]
-        name: String,
-        /// What the awaited memory says (1-2000 characters); embedded once.
-        #[arg(long)]
-        gate_query: String,
-        /// Pass when the best exact cosine is >= this, in [-1, 1].
-        #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
-        gate_min_score: f64,
-        /// At most this many laps (>= 1; above 200 is clamped).
-        #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
-        max_iterations: i64,
-        /// At most this many seconds (> 0; above 120 is clamped).
-        #[arg(long, default_value_t = 15.0, allow_hyphen_values = true)]
-        max_wallclock_s: f64,
-        /// Seconds between laps (> 0; clamped to [0.25, max_wallclock_s]).
-        #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
-        poll_interval_s: f64,
-        /// Stop once this many tokens are used (0 = unlimited).
-        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-        max_tokens: i64,
-        /// Stop when the gate observation is unchanged for this many laps (0 = off).
-        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
-        no_progress_window: i64,
-        /// Only memories carrying every one of these tags are eligible.
-        #[arg(long = "gate-tag", value_name = "TAG")]
-        gate_tags: Vec<String>,
-        /// A verifier every candidate must pass: guard (default), none, nli:DIR, cmd:COMMAND; repeatable.
-        #[arg(long = "gate-verify", value_name = "SPEC")]
-        gate_verify: Vec<String>,
-        /// Entailment probability an nli: verifier needs, in [0, 1].
-        #[arg(long, default_value_t = slm::record::DEFAULT_NLI_MIN, allow_hyphen_values = true)]
-        gate_nli_min: f64,
-    },
+    Run(RunArgs),
     /// Start an agent-driven loop whose gate is a shell command (exit 0 = pass); prints the run id.
     Start {
         /// Loop name: 1-128 characters of [A-Za-z0-9._:-].
@@ -108,6 +74,63 @@ pub enum LoopCommand {
     },
     /// Ask a running loop (in any process) to stop.
     Cancel { run_id: String },
+}
+
+/// The flags of `slm loop run`: the MCP tool's arguments, as flags.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Loop name: 1-128 characters of [A-Za-z0-9._:-].
+    #[arg(long)]
+    name: String,
+    /// What the awaited memory says (1-2000 characters); embedded once.
+    #[arg(long)]
+    gate_query: String,
+    /// Pass when the best exact cosine is >= this, in [-1, 1].
+    #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
+    gate_min_score: f64,
+    /// At most this many laps (>= 1; above 200 is clamped).
+    #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
+    max_iterations: i64,
+    /// At most this many seconds (> 0; above 120 is clamped).
+    #[arg(long, default_value_t = 15.0, allow_hyphen_values = true)]
+    max_wallclock_s: f64,
+    /// Seconds between laps (> 0; clamped to [0.25, max_wallclock_s]).
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true)]
+    poll_interval_s: f64,
+    /// Stop once this many tokens are used (0 = unlimited).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    max_tokens: i64,
+    /// Stop when the gate observation is unchanged for this many laps (0 = off).
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    no_progress_window: i64,
+    /// Only memories carrying every one of these tags are eligible.
+    #[arg(long = "gate-tag", value_name = "TAG")]
+    gate_tags: Vec<String>,
+    /// A verifier every candidate must pass: guard (default), none, nli:DIR, cmd:COMMAND; repeatable.
+    #[arg(long = "gate-verify", value_name = "SPEC")]
+    gate_verify: Vec<String>,
+    /// Entailment probability an nli: verifier needs, in [0, 1].
+    #[arg(long, default_value_t = slm::record::DEFAULT_NLI_MIN, allow_hyphen_values = true)]
+    gate_nli_min: f64,
+}
+
+impl From<RunArgs> for LoopParams {
+    fn from(a: RunArgs) -> LoopParams {
+        LoopParams {
+            name: a.name,
+            gate_query: a.gate_query,
+            gate_min_score: a.gate_min_score,
+            max_iterations: a.max_iterations,
+            max_wallclock_s: a.max_wallclock_s,
+            poll_interval_s: a.poll_interval_s,
+            max_tokens: a.max_tokens,
+            no_progress_window: a.no_progress_window,
+            gate_tags: a.gate_tags,
+            // No flag means the default chain, as the MCP tool's default does.
+            gate_verify: if a.gate_verify.is_empty() { loops::params::default_verify() } else { a.gate_verify },
+            gate_nli_min: a.gate_nli_min,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -187,32 +210,7 @@ impl LoopCommand {
     pub fn check(self) -> slm::Result<Checked> {
         Ok(match self {
             LoopCommand::Demo { iterations } => Checked::Run(CheckedLoop::demo(iterations)?),
-            LoopCommand::Run {
-                name,
-                gate_query,
-                gate_min_score,
-                max_iterations,
-                max_wallclock_s,
-                poll_interval_s,
-                max_tokens,
-                no_progress_window,
-                gate_tags,
-                gate_verify,
-                gate_nli_min,
-            } => Checked::Run(CheckedLoop::try_from(LoopParams {
-                name,
-                gate_query,
-                gate_min_score,
-                max_iterations,
-                max_wallclock_s,
-                poll_interval_s,
-                max_tokens,
-                no_progress_window,
-                gate_tags,
-                // No flag means the default chain, as the MCP tool's default does.
-                gate_verify: if gate_verify.is_empty() { loops::params::default_verify() } else { gate_verify },
-                gate_nli_min,
-            })?),
+            LoopCommand::Run(args) => Checked::Run(CheckedLoop::try_from(LoopParams::from(args))?),
             LoopCommand::Start { name, gate_cmd, max_iterations, max_wallclock_s, max_tokens, no_progress_window } => {
                 Checked::Start(CheckedStart::try_from(StartParams {
                     name,

@@ -80,3 +80,18 @@ pub fn expect_exit(o: &Output, code: i32, what: &str) -> String {
     assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{what}: panic: {err}");
     err
 }
+
+/// Waits until a run of loop `name` shows as running in history; returns its run id.
+pub fn wait_running(root: &Root, name: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let h = root.json(&["loop", "history", "--name", name]);
+        if let Some(r) = h["runs"].as_array().and_then(|r| r.first()) {
+            if r["final_status"] == "running" {
+                return r["run_id"].as_str().unwrap().to_string();
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "run of {name} never showed as running");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

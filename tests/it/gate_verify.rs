@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{expect_exit, Root};
+use crate::common::{expect_exit, wait_running, Root};
 
 const QUERY: &str = "PR #42 approved";
 const NOT_APPROVED: &str = "review of PR #42: NOT approved, changes requested";
@@ -37,20 +37,6 @@ fn spawn_loop(root: &Root, name: &str, extra: &[&str]) -> Child {
     root.cmd(&loop_args(name, extra)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn loop run")
 }
 
-/// Waits until a run of `name` shows as running; returns its id.
-fn wait_running(root: &Root, name: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let h = root.json(&["loop", "history", "--name", name]);
-        if let Some(r) = h["runs"].as_array().and_then(|r| r.first()) {
-            if r["final_status"] == "running" {
-                return r["run_id"].as_str().unwrap().to_string();
-            }
-        }
-        assert!(Instant::now() < deadline, "run of {name} never showed as running");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// The rejections recorded on lap `lap` of `run_id` (`slm loop show`).
 fn lap_rejections(root: &Root, run_id: &str, lap: usize) -> Vec<Value> {

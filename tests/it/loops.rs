@@ -1,13 +1,12 @@
 //! Bounded loops end to end: the real binary, the real model, several processes.
 
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use slm::embed::{Embedder, OnnxEmbedder};
 use slm::loops::ledger::lap_text;
 
-use crate::common::{expect_exit, Root};
+use crate::common::{expect_exit, wait_running, Root};
 
 fn parse(out: &std::process::Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
@@ -22,20 +21,6 @@ fn spawn_run(root: &Root, args: &[&str]) -> Child {
     root.cmd(&a).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn loop run")
 }
 
-/// Waits until a run of `name` shows as running in history; returns its run id.
-fn wait_running(root: &Root, name: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let h = root.json(&["loop", "history", "--name", name]);
-        if let Some(r) = h["runs"].as_array().and_then(|r| r.first()) {
-            if r["final_status"] == "running" {
-                return r["run_id"].as_str().unwrap().to_string();
-            }
-        }
-        assert!(Instant::now() < deadline, "run of {name} never showed as running");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn demo_converges_on_lap_three_and_records_everything() {
