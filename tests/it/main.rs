@@ -4,15 +4,18 @@
 //! data root, with the real model installed by `scripts/setup.sh`.
 
 mod agent_loops;
+mod cli_conventions;
 mod common;
 mod concurrency;
 mod dashboard;
+mod deps;
 mod errors;
 mod import;
 mod loops;
 mod mcp_inproc;
 mod mcp_python;
 mod mcp_stdio;
+mod mcp_ts;
 mod memory_cli;
 mod nli;
 mod plugin;
