@@ -41,12 +41,40 @@ if [ ! -d tests/browser/node_modules/playwright-core ]; then
   (cd tests/browser && npm ci --no-audit --no-fund --silent)
 fi
 
+# The official MCP TypeScript SDK and Ajv, pinned, for tests/it/mcp_ts.rs.
+if [ ! -d tests/mcp-ts/node_modules/@modelcontextprotocol/sdk ]; then
+  echo "== installing the MCP TypeScript SDK and Ajv (npm ci in tests/mcp-ts)"
+  (cd tests/mcp-ts && npm ci --no-audit --no-fund --silent)
+fi
+
+# Claude Code, pinned, for `claude plugin validate` (tests/it/plugin.rs). It is large and asks
+# for a newer Node than some machines have: when it does not install, the test says so and skips.
+if [ ! -x tests/claude-code/node_modules/.bin/claude ]; then
+  echo "== installing Claude Code (npm ci in tests/claude-code) for claude plugin validate"
+  rm -f tests/claude-code/node_modules.install-failed
+  if ! (cd tests/claude-code && npm ci --no-audit --no-fund --silent) 2>/tmp/slm-claude-npm.log; then
+    echo "warning: Claude Code did not install; claude plugin validate is skipped" >&2
+    { echo "npm ci failed:"; tail -5 /tmp/slm-claude-npm.log; } > tests/claude-code/node_modules.install-failed
+  fi
+fi
+
 echo "== build"
 cargo build --release --locked
 target/release/slm prepare-model >/dev/null
 
 echo "== clippy"
 cargo clippy --release --all-targets --locked -- -D warnings
+
+# cargo-deny (deny.toml): licenses, banned crates, sources. It is run only when already
+# installed: `cargo install --locked cargo-deny` (0.20.2) compiles 141 crates, measured at 8 min
+# on the shared 2-core machine, longer than the rest of the setup; crates.io ships no prebuilt
+# binary, and release downloads from elsewhere are not used here.
+if cargo deny --version >/dev/null 2>&1; then
+  echo "== cargo deny"
+  cargo deny --locked check bans licenses sources
+else
+  echo "== cargo deny: skipped (not installed; install it with: cargo install --locked cargo-deny)"
+fi
 
 if [ -z "${SLM_BENCH_SKIP:-${SLM_SKIP_BENCH:-}}" ]; then
   echo "== benchmarks (short run)"

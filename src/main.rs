@@ -21,6 +21,10 @@ fn main() {
             .map(|s| s.to_string())
             .or_else(|| info.payload().downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
+        // A closed stdout (`slm dashboard | head -1`, where SIGPIPE stays ignored) is not a bug.
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
         let at = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
         eprintln!("slm: internal error: {msg}{at}; please report this");
         if !SERVER_MODE.load(Ordering::Acquire) {

@@ -18,17 +18,29 @@ pub const EXIT_BOUND: i32 = 3;
 /// Exit code when a run was cancelled.
 pub const EXIT_CANCELLED: i32 = 130;
 
+/// `--help` of the commands that run a loop.
+const RUN_EXIT_HELP: &str = "Exit codes: 0 converged; 3 a bound ended the run (max_iterations, max_wallclock, \
+max_tokens, no_progress); 130 cancelled (Ctrl-C, or `slm loop cancel` from elsewhere); 2 invalid input; 1 operational failure.";
+/// `slm loop step --help`.
+const STEP_EXIT_HELP: &str = "Exit codes: 0 the loop goes on, or converged; 3 a bound ended it; 130 it was cancelled; \
+1 refused (the run already ended: the message names its final status) or not found; 2 invalid input.";
+/// `--help` of the other loop commands.
+const PLAIN_EXIT_HELP: &str = "Exit codes: 0 ok; 1 not found or operational failure; 2 invalid input.";
+
 #[derive(Subcommand, Debug)]
 pub enum LoopCommand {
     /// Keyless convergence demo: a stub gate fails laps 1-2 and passes lap 3.
+    #[command(after_help = RUN_EXIT_HELP)]
     Demo {
         /// Lap limit (2 shows a max_iterations stop).
         #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
         iterations: i64,
     },
     /// Block until a memory matching the gate query scores >= the threshold, under bounds.
+    #[command(after_help = RUN_EXIT_HELP)]
     Run(RunArgs),
     /// Start an agent-driven loop whose gate is a shell command (exit 0 = pass); prints the run id.
+    #[command(after_help = PLAIN_EXIT_HELP)]
     Start {
         /// Loop name: 1-128 characters of [A-Za-z0-9._:-].
         #[arg(long)]
@@ -50,6 +62,7 @@ pub enum LoopCommand {
         no_progress_window: i64,
     },
     /// One lap of an agent-driven loop: run its gate command and let the engine decide.
+    #[command(after_help = STEP_EXIT_HELP)]
     Step {
         run_id: String,
         /// Tokens the agent spent on this lap's work (counted against max_tokens).
@@ -67,12 +80,14 @@ pub enum LoopCommand {
         limit: usize,
     },
     /// A run's laps.
+    #[command(after_help = PLAIN_EXIT_HELP)]
     Show {
         run_id: String,
         #[arg(long, default_value_t = 200)]
         limit: usize,
     },
     /// Ask a running loop (in any process) to stop.
+    #[command(after_help = PLAIN_EXIT_HELP)]
     Cancel { run_id: String },
 }
 

@@ -12,7 +12,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use serde_json::json;
 
 use slm::embed::OnnxEmbedder;
@@ -24,8 +24,20 @@ pub const EXIT_INVALID: i32 = 2;
 /// Exit code for operational failures and not-found.
 pub const EXIT_FAILURE: i32 = 1;
 
+/// `slm --help`: the exit codes every command shares.
+const EXIT_CODES_HELP: &str = "\
+Exit codes: 0 ok; 1 operational failure or not found; 2 invalid input or usage.
+`slm loop run`, `slm loop demo`, `slm loop step` and `slm gate check` add 3 (a bound ended the
+loop, or the gate would not pass) and 130 (cancelled). Output closed early (`slm list | head -1`)
+ends the process quietly.";
+
 #[derive(Parser, Debug)]
-#[command(name = "slm", version, about = "A local memory engine for AI agents, with gate-verified bounded loops")]
+#[command(
+    name = "slm",
+    version,
+    about = "A local memory engine for AI agents, with gate-verified bounded loops",
+    after_help = EXIT_CODES_HELP
+)]
 struct Cli {
     #[command(flatten)]
     global: Global,
@@ -140,10 +152,18 @@ enum Command {
     #[command(hide = true)]
     PrepareModel,
     /// Bulk-remember a JSON Lines file of {"content": "...", "tags": [...]} objects.
+    #[command(after_help = "Exit codes: 0 every line imported; 2 some lines were skipped (the rest is stored) or invalid input; 1 operational failure.")]
     Import {
         /// The .jsonl file ("-" for standard input).
         file: PathBuf,
     },
+    /// Print a shell completion script (e.g. `slm completions bash > ~/.local/share/bash-completion/completions/slm`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `slm man > ~/.local/share/man/man1/slm.1`.
+    Man,
 }
 
 /// `slm dashboard --help`: remote use.
@@ -190,16 +210,34 @@ pub fn run() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            quiet_on_closed_pipe();
             let code = if e.use_stderr() { EXIT_INVALID } else { 0 };
             let _ = e.print();
             return code;
         }
     };
+    // The servers write to sockets and to an MCP client's pipe: a peer going away is an error
+    // they handle, never a signal that kills them. Every other command prints and ends.
+    if !matches!(cli.command, Command::Mcp { .. } | Command::Dashboard { .. }) {
+        quiet_on_closed_pipe();
+    }
     init_tracing();
     let json = cli.global.json;
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => report_error(&e, json),
+    }
+}
+
+/// Restores SIGPIPE's default action, as in C programs (and ripgrep, cargo): writing to a
+/// closed pipe (`slm list | head -1`) ends the process quietly by the signal instead of failing
+/// the write with EPIPE, which `println!` turns into a panic. Rust ignores SIGPIPE by default.
+fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to SIG_DFL installs no handler code; it runs
+    // before this process starts any thread that writes.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -288,7 +326,23 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
         Command::PrepareModel => {
             let files = slm::embed::ModelFiles::locate()?;
             let path = slm::embed::prepare_optimized_model(&files).map_err(|message| Error::Model { message })?;
-            println!("{}", path.display());
+            if g.json {
+                println!("{}", json!({"path": path}));
+            } else {
+                println!("{}", path.display());
+            }
+        }
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "slm", &mut script);
+            print_text(g.json, "script", script)?;
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut page)
+                .map_err(|source| Error::Io { context: "cannot render the man page".into(), source })?;
+            print_text(g.json, "man", page)?;
         }
         Command::Mcp { profile } => {
             let profile = slm::mcp::Profile::parse(&profile)?;
@@ -309,6 +363,17 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// Prints generated text as is, or with `--json` as `{"<key>": text}`.
+fn print_text(json: bool, key: &str, text: Vec<u8>) -> slm::Result<()> {
+    let text = String::from_utf8(text).map_err(|e| Error::Internal(e.to_string()))?;
+    if json {
+        println!("{}", json!({ key: text }));
+    } else {
+        print!("{text}");
+    }
+    Ok(())
 }
 
 fn import(g: &Global, out: &output::Printer, file: &std::path::Path) -> slm::Result<i32> {

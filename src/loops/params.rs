@@ -240,7 +240,11 @@ impl TryFrom<LoopParams> for CheckedLoop {
 impl CheckedLoop {
     /// The keyless demo: a stub gate that passes on lap 3, under `iterations` laps.
     pub fn demo(iterations: i64) -> Result<CheckedLoop> {
-        let (limits, clamped) = bounds(super::DEMO_NAME, 1.0, iterations, 10.0, POLL_FLOOR, 0, 0)?;
+        // The demo's parameter is `iterations` (CLI and MCP): errors name it, not max_iterations.
+        let (limits, clamped) = bounds(super::DEMO_NAME, 1.0, iterations, 10.0, POLL_FLOOR, 0, 0).map_err(|e| match e {
+            Error::InvalidInput { field: "max_iterations", value, rule } => Error::InvalidInput { field: "iterations", value, rule },
+            e => e,
+        })?;
         Ok(CheckedLoop { name: super::DEMO_NAME.into(), limits, clamped, gate: GateSpec::Stub { passes_on_lap: 3 } })
     }
 }

@@ -6,6 +6,7 @@
 //! `tools/list` are answered at once. The server exits when stdin closes.
 
 pub mod profile;
+pub mod schema;
 pub mod server;
 
 use std::sync::Arc;

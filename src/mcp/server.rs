@@ -2,15 +2,21 @@
 //!
 //! Every engine call runs on tokio's blocking pool (embedding and SQLite block), so a long
 //! `slm_loop_run` never holds up other requests on the connection: rmcp spawns each request
-//! as its own task. Failures come back as tool results with `isError: true` and a structured
-//! `{ok: false, error: {kind, field, message}}`; a loop that ends on a bound is a normal result.
+//! as its own task. Failures come back as tool results with `isError: true`, slm's one-line
+//! message as their text content, the error's `{kind, field, message}` under `_meta["slm/error"]`
+//! and no `structuredContent` (see [`ToolError`]); a loop that ends on a bound is a normal
+//! result.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{Implementation, ProgressNotificationParam, ServerCapabilities, ServerConfig};
+use rmcp::handler::server::tool::IntoCallToolResult;
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, Implementation, MetaObject, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig,
+};
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, Json, RoleServer, ServerHandler};
 use schemars::JsonSchema;
@@ -23,15 +29,44 @@ use crate::loops::{self, Cancel, CancelOutcome, CheckedLoop, History, LapEvent, 
 use crate::memory::{Memory, Remembered};
 use crate::Error;
 
-/// The structured body of a failed tool call: the crate's one error envelope.
-pub type ToolError = crate::ErrorEnvelope;
+/// The `_meta` key of a failed call's `{kind, field, message}`.
+pub const ERROR_META_KEY: &str = "slm/error";
+
+/// A failed tool call, as the crate's one error envelope.
+///
+/// It becomes a result with `isError: true`, the message as text content (what every client
+/// shows: "invalid limit: 0 (must be between 1 and 1000)") and the envelope's body under
+/// `_meta["slm/error"]` for programs. It carries no `structuredContent`: the MCP spec says
+/// structured content must conform to the tool's output schema, and the TypeScript SDK (1.x)
+/// validates it against the success schema even on errors, so an error object there replaced
+/// slm's message with a schema-mismatch error. Widening every output schema to admit the error
+/// shape would instead weaken the success contract for every client.
+#[derive(Debug, Clone)]
+pub struct ToolError(pub crate::ErrorEnvelope);
+
+impl From<&Error> for ToolError {
+    fn from(e: &Error) -> Self {
+        ToolError(crate::ErrorEnvelope::from(e))
+    }
+}
+
+impl IntoCallToolResult for ToolError {
+    fn into_call_tool_result(self) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let body = self.0.error;
+        let mut result = CallToolResult::error(vec![ContentBlock::text(body.message.clone())]);
+        let mut meta = serde_json::Map::new();
+        meta.insert(ERROR_META_KEY.into(), serde_json::to_value(&body).unwrap_or_default());
+        result.meta = Some(MetaObject(meta));
+        Ok(result.into())
+    }
+}
 
 /// What the helpers return. The tool methods spell it out: rmcp derives a tool's output
 /// schema from a return type whose last segment is literally `Json`, and an alias hides it.
-type ToolResult<T> = Result<Json<T>, Json<ToolError>>;
+type ToolResult<T> = Result<Json<T>, ToolError>;
 
 fn tool_result<T>(r: crate::Result<T>) -> ToolResult<T> {
-    r.map(Json).map_err(|e| Json(ToolError::from(&e)))
+    r.map(Json).map_err(|e| ToolError::from(&e))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -183,6 +218,13 @@ impl SlmServer {
                 tool_router.remove_route(name);
             }
         }
+        // Strict-validator-clean schemas (Ajv strict, MCP Inspector --strict): see super::schema.
+        for route in tool_router.map.values_mut() {
+            super::schema::portable(Arc::make_mut(&mut route.attr.input_schema));
+            if let Some(out) = route.attr.output_schema.as_mut() {
+                super::schema::portable(Arc::make_mut(out));
+            }
+        }
         SlmServer { engine, tool_router }
     }
 
@@ -242,13 +284,13 @@ impl SlmServer {
 impl SlmServer {
     /// Store a memory. The same content with the same tags returns the existing id with deduped=true.
     #[tool(annotations(title = "Remember", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
-    async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> Result<Json<Remembered>, Json<ToolError>> {
+    async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> Result<Json<Remembered>, ToolError> {
         self.blocking(move |e| e.remember(&a.content, &a.tags)).await
     }
 
     /// Semantic search over memories, best first, scored by exact cosine similarity in [-1, 1].
     #[tool(annotations(title = "Recall", read_only_hint = true, open_world_hint = false))]
-    async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> Result<Json<Recalled>, Json<ToolError>> {
+    async fn recall(&self, Parameters(a): Parameters<RecallArgs>) -> Result<Json<Recalled>, ToolError> {
         self.blocking(move |e| {
             let q = RecallQuery {
                 query: a.query,
@@ -264,7 +306,7 @@ impl SlmServer {
 
     /// List memories newest first, optionally by tags, kind and page.
     #[tool(annotations(title = "List memories", read_only_hint = true, open_world_hint = false))]
-    async fn list_memories(&self, Parameters(a): Parameters<ListArgs>) -> Result<Json<MemoriesOut>, Json<ToolError>> {
+    async fn list_memories(&self, Parameters(a): Parameters<ListArgs>) -> Result<Json<MemoriesOut>, ToolError> {
         self.blocking(move |e| {
             let kind = crate::memory::parse_kind_filter("kind", a.kind.as_deref().unwrap_or("memory"))?;
             Ok(MemoriesOut { memories: e.list(&a.tags, kind, limit("limit", a.limit)?, a.before)? })
@@ -274,54 +316,58 @@ impl SlmServer {
 
     /// Delete memories by id. An unknown id is a not-found error and nothing is deleted.
     #[tool(annotations(title = "Forget", read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false))]
-    async fn forget(&self, Parameters(a): Parameters<IdsArgs>) -> Result<Json<ForgottenOut>, Json<ToolError>> {
+    async fn forget(&self, Parameters(a): Parameters<IdsArgs>) -> Result<Json<ForgottenOut>, ToolError> {
         self.blocking(move |e| Ok(ForgottenOut { forgotten: e.forget(&a.ids)? })).await
     }
 
     /// Data root, database, counts, model and index state. Never loads the model.
     #[tool(annotations(title = "Status", read_only_hint = true, open_world_hint = false))]
-    async fn status(&self) -> Result<Json<Status>, Json<ToolError>> {
+    async fn status(&self) -> Result<Json<Status>, ToolError> {
         self.blocking(|e| e.status()).await
     }
 
     /// Block until a memory matching gate_query is retrievable with exact cosine >= gate_min_score, under hard bounds (laps, wall-clock, tokens, no-progress). Every lap is written to a durable ledger. Ending on a bound is a normal result (ok: true). Sends one progress notification per lap; cancellable.
     #[tool(annotations(title = "Run a bounded loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn slm_loop_run(&self, Parameters(p): Parameters<LoopParams>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, Json<ToolError>> {
+    async fn slm_loop_run(&self, Parameters(p): Parameters<LoopParams>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, ToolError> {
         if let Some(c) = p.gate_verify.iter().find(|v| v.starts_with("cmd:")) {
             let e = Error::invalid("gate_verify", c, "cmd: verifiers run shell commands and are CLI-only; an MCP tool never runs one");
-            return Err(Json(ToolError::from(&e)));
+            return Err(ToolError::from(&e));
         }
-        let spec = CheckedLoop::try_from(p).map_err(|e| Json(ToolError::from(&e)))?;
+        let spec = CheckedLoop::try_from(p).map_err(|e| ToolError::from(&e))?;
         self.run_loop(ctx, spec.limits.max_iterations, move |e, c, on_lap| loops::run_memory_loop(e, &spec, c, on_lap)).await
     }
 
     /// Runs of one loop (or all loops), newest first.
     #[tool(annotations(title = "Loop history", read_only_hint = true, open_world_hint = false))]
-    async fn slm_loop_history(&self, Parameters(a): Parameters<HistoryArgs>) -> Result<Json<History>, Json<ToolError>> {
+    async fn slm_loop_history(&self, Parameters(a): Parameters<HistoryArgs>) -> Result<Json<History>, ToolError> {
         self.blocking(move |e| loops::history(e, a.name.as_deref(), limit("limit", a.limit)?)).await
     }
 
     /// A run's laps: decision, gate result, detail, score and budget of each. Unknown run id: not found.
     #[tool(annotations(title = "Show a loop run", read_only_hint = true, open_world_hint = false))]
-    async fn slm_loop_show(&self, Parameters(a): Parameters<ShowArgs>) -> Result<Json<Show>, Json<ToolError>> {
+    async fn slm_loop_show(&self, Parameters(a): Parameters<ShowArgs>) -> Result<Json<Show>, ToolError> {
         self.blocking(move |e| loops::show(e, &a.run_id, limit("limit", a.limit)?)).await
     }
 
     /// Ask a running loop (in any process) to stop; it ends with status cancelled at its next check.
     #[tool(annotations(title = "Cancel a loop run", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
-    async fn slm_loop_cancel(&self, Parameters(a): Parameters<RunIdArgs>) -> Result<Json<CancelOutcome>, Json<ToolError>> {
+    async fn slm_loop_cancel(&self, Parameters(a): Parameters<RunIdArgs>) -> Result<Json<CancelOutcome>, ToolError> {
         self.blocking(move |e| loops::cancel(e, &a.run_id)).await
     }
 
-    /// Fetch memories by id (unknown ids are left out).
+    /// Fetch 1-1000 memories by id (unknown ids are left out).
     #[tool(annotations(title = "Get memories", read_only_hint = true, open_world_hint = false))]
-    async fn get_memories(&self, Parameters(a): Parameters<IdsArgs>) -> Result<Json<MemoriesOut>, Json<ToolError>> {
-        self.blocking(move |e| Ok(MemoriesOut { memories: e.get(&a.ids)? })).await
+    async fn get_memories(&self, Parameters(a): Parameters<IdsArgs>) -> Result<Json<MemoriesOut>, ToolError> {
+        self.blocking(move |e| {
+            crate::memory::validate_limit("ids", a.ids.len(), 1000)?;
+            Ok(MemoriesOut { memories: e.get(&a.ids)? })
+        })
+        .await
     }
 
     /// Remember up to 1000 memories at once, embedded in batches; invalid items are reported and skipped.
     #[tool(annotations(title = "Import memories", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
-    async fn import_memories(&self, Parameters(a): Parameters<ImportArgs>) -> Result<Json<ImportSummary>, Json<ToolError>> {
+    async fn import_memories(&self, Parameters(a): Parameters<ImportArgs>) -> Result<Json<ImportSummary>, ToolError> {
         self.blocking(move |e| {
             crate::memory::validate_limit("items", a.items.len(), 1000)?;
             crate::import::import_items(e, a.items.into_iter().map(|i| (i.content, i.tags)))
@@ -331,8 +377,8 @@ impl SlmServer {
 
     /// The keyless demo loop: a stub gate fails laps 1-2 and passes lap 3 (recorded as loop convergence-demo).
     #[tool(annotations(title = "Demo loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn slm_loop_demo(&self, Parameters(a): Parameters<DemoArgs>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, Json<ToolError>> {
-        let spec = CheckedLoop::demo(a.iterations).map_err(|e| Json(ToolError::from(&e)))?;
+    async fn slm_loop_demo(&self, Parameters(a): Parameters<DemoArgs>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, ToolError> {
+        let spec = CheckedLoop::demo(a.iterations).map_err(|e| ToolError::from(&e))?;
         self.run_loop(ctx, spec.limits.max_iterations, move |e, c, on_lap| loops::demo(e, &spec, c, on_lap)).await
     }
 }

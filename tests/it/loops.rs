@@ -217,7 +217,7 @@ fn invalid_loop_input_is_rejected_and_nothing_is_written() {
     let err = expect_exit(&root.run(&["loop", "run", "--name", "ok", "--gate-query", ""]), 2, "empty query");
     assert!(err.contains("gate_query"), "{err}");
     let err = expect_exit(&root.run(&["loop", "demo", "--iterations", "0"]), 2, "demo 0");
-    assert!(err.contains("max_iterations"), "{err}");
+    assert!(err.contains("invalid iterations: 0"), "the demo's own parameter name: {err}");
     assert!(!root.dir().exists(), "invalid input must not even create the data root");
 }
 

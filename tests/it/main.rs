@@ -4,9 +4,11 @@
 //! data root, with the real model installed by `scripts/setup.sh`.
 
 mod agent_loops;
+mod cli_conventions;
 mod common;
 mod concurrency;
 mod dashboard;
+mod deps;
 mod errors;
 mod feed;
 mod gate_verify;
@@ -15,6 +17,7 @@ mod loops;
 mod mcp_inproc;
 mod mcp_python;
 mod mcp_stdio;
+mod mcp_ts;
 mod memory_cli;
 mod nli;
 mod plugin;

@@ -60,11 +60,21 @@ impl Harness {
         r.structured_content.unwrap_or_else(|| panic!("{tool} returned no structured content"))
     }
 
-    /// Calls a tool that must fail and returns its structured error.
+    /// Calls a tool that must fail and returns `{"error": _meta["slm/error"]}` (null when the
+    /// failure is rmcp's, e.g. arguments that do not deserialize). slm's errors carry their
+    /// message as the text content and no structured content.
     async fn err(&self, tool: &str, a: Value) -> Value {
         let r = self.call(tool, a.clone()).await;
         assert_eq!(r.is_error, Some(true), "{tool} {a} should fail: {r:?}");
-        r.structured_content.unwrap_or(Value::Null)
+        assert!(r.structured_content.is_none(), "{tool}: an error result carries structuredContent: {r:?}");
+        match r.meta.as_ref().and_then(|m| m.0.get(slm::mcp::server::ERROR_META_KEY)) {
+            Some(body) => {
+                let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.as_str());
+                assert_eq!(text, body["message"].as_str(), "{tool}: the text content is the message");
+                serde_json::json!({ "error": body })
+            }
+            None => Value::Null,
+        }
     }
 }
 
@@ -99,9 +109,9 @@ async fn memory_tools_and_their_errors() {
     let f = h.ok("forget", json!({"ids": [id]})).await;
     assert_eq!(f["forgotten"], json!([id]));
 
-    // Error paths: structured, isError, naming the field; the server stays up.
+    // Error paths: isError, the message as text, _meta naming the field; the server stays up.
     let e = h.err("remember", json!({"content": ""})).await;
-    assert_eq!(e["ok"], false);
+    assert_eq!(e["error"]["kind"], "invalid_input");
     assert_eq!(e["error"]["field"], "content");
     assert_eq!(h.err("remember", json!({"content": "x", "tags": ["a b"]})).await["error"]["field"], "tag");
     assert_eq!(h.err("recall", json!({"query": "x", "min_score": 2.0})).await["error"]["field"], "min_score");

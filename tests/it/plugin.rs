@@ -80,10 +80,10 @@ fn claude_code_plugin_manifests_parse_and_point_at_real_things() {
 #[test]
 fn command_agent_and_skill_have_the_fields_hosts_require() {
     let plugin = repo().join("plugin");
-    let (cmd, body) = frontmatter(&plugin.join("commands/slm-loop.md"));
-    str_field(&cmd, "description", "slm-loop.md");
-    str_field(&cmd, "argument-hint", "slm-loop.md");
-    let allowed = str_field(&cmd, "allowed-tools", "slm-loop.md");
+    let (cmd, body) = frontmatter(&plugin.join("commands/run.md"));
+    str_field(&cmd, "description", "run.md");
+    str_field(&cmd, "argument-hint", "run.md");
+    let allowed = str_field(&cmd, "allowed-tools", "run.md");
     assert!(body.contains("$ARGUMENTS"));
     // Every allowed tool exists: Bash(slm loop X:*) subcommands and MCP loop tools.
     let mut bash = 0;
@@ -98,7 +98,7 @@ fn command_agent_and_skill_have_the_fields_hosts_require() {
         }
     }
     assert_eq!((bash, mcp), (5, 4));
-    assert!(check_loop_commands(&body, "slm-loop.md") >= 5);
+    assert!(check_loop_commands(&body, "run.md") >= 5);
 
     let (agent, body) = frontmatter(&plugin.join("agents/slm-loop-runner.md"));
     assert_eq!(str_field(&agent, "name", "agent"), "slm-loop-runner");
@@ -140,4 +140,92 @@ fn plugin_path_points_at_the_plugin() {
     let out = std::process::Command::new(slm_bin()).args(["plugin", "path", "--codex"]).output().unwrap();
     let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     assert!(p.join("SKILL.md").is_file(), "{}", p.display());
+}
+
+/// The names Claude Code gives the plugin's commands, skills and agents: `plugin:file-stem`
+/// for commands, the skill's folder, the agent's `name`.
+fn plugin_names(kind: &str) -> Vec<String> {
+    let dir = repo().join("plugin").join(kind);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| match kind {
+            "commands" => p.file_stem().unwrap().to_string_lossy().into_owned(),
+            "skills" => p.file_name().unwrap().to_string_lossy().into_owned(),
+            _ => str_field(&frontmatter(&p).0, "name", "agent").to_string(),
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn commands_skills_and_agents_have_distinct_names_and_the_readme_uses_them() {
+    let commands = plugin_names("commands");
+    let skills = plugin_names("skills");
+    let agents = plugin_names("agents");
+    let mut all: Vec<&String> = commands.iter().chain(&skills).chain(&agents).collect();
+    let n = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), n, "commands {commands:?}, skills {skills:?} and agents {agents:?} share a name");
+    for skill in &skills {
+        let (fm, _) = frontmatter(&repo().join("plugin/skills").join(skill).join("SKILL.md"));
+        assert_eq!(str_field(&fm, "name", "SKILL.md"), skill, "a skill's name is its folder's");
+    }
+
+    // Claude Code calls a plugin command `/<plugin>:<command>`: every slash invocation the README
+    // and the plugin's manifests show must be one of those (a bare `/slm-loop` is unknown).
+    let plugin = json_file(&repo().join("plugin/.claude-plugin/plugin.json"))["name"].as_str().unwrap().to_string();
+    let real: Vec<String> = commands.iter().map(|c| format!("/{plugin}:{c}")).collect();
+    let re = regex::Regex::new(r"(?:^|[\s`(])(/slm[a-z-]*(?::[a-z-]+)?)").unwrap();
+    let mut shown = 0;
+    for file in ["README.md", "plugin/.claude-plugin/plugin.json", ".claude-plugin/marketplace.json"] {
+        let text = std::fs::read_to_string(repo().join(file)).unwrap();
+        for cap in re.captures_iter(&text) {
+            assert!(real.contains(&cap[1].to_string()), "{file} shows {}, but the plugin's commands are {real:?}", &cap[1]);
+            shown += 1;
+        }
+    }
+    assert!(shown >= 3, "the README shows how to invoke the command");
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    assert!(readme.contains(&format!("{} fix-tests -- ", real[0])), "the README shows a full invocation");
+
+    // Codex names a skill `$<name>` in a prompt.
+    let meta: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(repo().join("codex/skills/slm-loop/agents/openai.yaml")).unwrap()).unwrap();
+    let prompt = str_field(meta.get("interface").unwrap(), "default_prompt", "openai.yaml");
+    assert!(prompt.contains("$slm-loop"), "default_prompt names the skill as $slm-loop: {prompt}");
+}
+
+/// Claude Code's own validator (`claude plugin validate`, from `@anthropic-ai/claude-code` pinned
+/// in tests/claude-code, installed by scripts/test.sh) accepts the plugin and the marketplace.
+#[test]
+fn claude_code_validates_the_plugin_and_the_marketplace() {
+    let dir = repo().join("tests/claude-code");
+    let claude = dir.join("node_modules/.bin/claude");
+    if !claude.exists() {
+        // scripts/test.sh writes this marker when npm cannot install Claude Code here.
+        let failed = dir.join("node_modules.install-failed");
+        assert!(
+            failed.exists(),
+            "{} is missing: run scripts/test.sh (it runs `npm ci` in tests/claude-code)",
+            claude.display()
+        );
+        eprintln!("skipped: Claude Code did not install: {}", std::fs::read_to_string(failed).unwrap_or_default());
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    for target in [repo().join("plugin"), repo()] {
+        let out = std::process::Command::new(&claude)
+            .args(["plugin", "validate"])
+            .arg(&target)
+            .env("HOME", home.path())
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success() && text.contains("Validation passed"), "claude plugin validate {}:\n{text}", target.display());
+    }
 }

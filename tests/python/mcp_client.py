@@ -34,6 +34,14 @@ def structured(result):
     return result.structured_content
 
 
+def error(result):
+    """The {kind, field, message} of a failed call; its message is the text the user sees."""
+    body = (result.meta or {}).get("slm/error")
+    assert body is not None, result
+    assert result.content[0].text == body["message"], result
+    return body
+
+
 async def scenario_profiles():
     facts = {}
     for profile in ["core", "code", "full", "power", "whole"]:
@@ -89,13 +97,17 @@ async def scenario_memory():
         # A malformed argument: isError, and the server stays up.
         bad = await s.call_tool("recall", {"query": "x", "limit": "lots"})
         assert bad.is_error, bad
+        # slm's errors: the message as text, {kind, field, message} under _meta["slm/error"], and
+        # no structuredContent (it must match the success output schema, which an error does not).
         bad2 = await s.call_tool("recall", {"query": "x", "min_score": 7})
-        assert bad2.is_error and bad2.structured_content["ok"] is False
-        assert bad2.structured_content["error"]["field"] == "min_score"
+        assert bad2.is_error and bad2.structured_content is None, bad2
+        assert error(bad2)["field"] == "min_score"
+        assert bad2.content[0].text.startswith("invalid min_score: 7 ("), bad2
         bad3 = await s.call_tool("slm_loop_run", {"name": "bad name", "gate_query": "q"})
-        assert bad3.is_error and bad3.structured_content["error"]["field"] == "name"
+        assert bad3.is_error and error(bad3)["field"] == "name"
         gone = await s.call_tool("forget", {"ids": [999999]})
-        assert gone.is_error and gone.structured_content["error"]["kind"] == "not_found"
+        assert gone.is_error and error(gone)["kind"] == "not_found"
+        assert gone.content[0].text == "memory not found: 999999", gone
         status = structured(await s.call_tool("status", {}))
         assert status["memories"] == 2
         return {"id": r["id"], "score": hits["hits"][0]["score"]}

@@ -1,0 +1,46 @@
+//! `slm mcp` driven by the official MCP TypeScript SDK (`@modelcontextprotocol/sdk`, pinned in
+//! tests/mcp-ts/package.json and installed by scripts/test.sh with `npm ci`): every profile's
+//! tools listed, every input and output schema compiled by Ajv 2020 in strict mode with no
+//! warning, every tool called on its success path and on an error path, and the error text the
+//! SDK surfaces is slm's own message (not a schema-validation error).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::common::slm_bin;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-ts")
+}
+
+#[test]
+fn typescript_sdk_compiles_every_schema_strictly_and_shows_slms_errors() {
+    let modules = dir().join("node_modules/@modelcontextprotocol/sdk");
+    assert!(
+        modules.is_dir(),
+        "{} is missing: run scripts/test.sh (it runs `npm ci` in tests/mcp-ts)",
+        modules.display()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new("node")
+        .arg(dir().join("client.mjs"))
+        .arg(slm_bin())
+        .arg(tmp.path().join("data"))
+        .env_remove("SLM_DATA_DIR")
+        .env_remove("SLM_MCP_PROFILE")
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the TypeScript SDK client failed:\n{stdout}\n{stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    let facts = &v["facts"];
+    assert_eq!(facts["profiles"]["core"], 5);
+    assert_eq!(facts["profiles"]["whole"], 12);
+    // Input and output schemas of 5 + 9 + 10 + 11 + 12 tools.
+    assert_eq!(facts["compiled"], 2 * (5 + 9 + 10 + 11 + 12));
+    assert_eq!(facts["called"], 12);
+    assert_eq!(facts["errors"]["recall"], "invalid limit: 0 (must be between 1 and 1000)");
+    assert_eq!(facts["errors"]["forget"], "memory not found: 999999");
+    assert_eq!(facts["errors"]["slm_loop_show"], "run not found: nope");
+}
