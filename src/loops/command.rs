@@ -168,6 +168,16 @@ pub fn run_gate(cmd: &str, limit: Duration, input: &GateInput) -> Result<GateOut
         // command that exits early makes the write fail (EPIPE), which is not our concern.
         std::thread::spawn(move || {
             use std::io::Write;
+            // The CLI restores SIGPIPE's default (a closed stdout ends it quietly); a command
+            // that exits without reading its stdin must not kill us with it, so this thread
+            // blocks the signal and sees EPIPE instead.
+            // SAFETY: changes only this thread's signal mask, with a set built here.
+            unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGPIPE);
+                libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            }
             let _ = pipe.write_all(&bytes);
         });
     }

@@ -232,11 +232,14 @@ pub fn cancel(engine: &Engine, run_id: &str) -> Result<CancelOutcome> {
         let status = if ended { RunStatus::Cancelled } else { effective_status(&row) };
         return Ok(CancelOutcome { run_id: run_id.to_string(), requested: ended, status });
     }
+    // Whether the run was asked is decided by what it was before the request: a run woken by
+    // the feed can end `cancelled` before the row is read again.
+    let requested = effective_status(&row) == RunStatus::Running;
     engine
         .store()
         .run_request_cancel(run_id)?
         .ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
     engine.announce(crate::feed::Topic::Control);
-    let effective = effective_status(&run_row(engine, run_id)?);
-    Ok(CancelOutcome { run_id: run_id.to_string(), requested: effective == RunStatus::Running, status: effective })
+    let status = effective_status(&run_row(engine, run_id)?);
+    Ok(CancelOutcome { run_id: run_id.to_string(), requested, status })
 }

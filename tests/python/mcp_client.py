@@ -211,11 +211,11 @@ async def scenario_gate():
         # Invalid input: isError naming the field, and no run recorded.
         before = structured(await s.call_tool("slm_loop_history", {"name": "refused"}))
         cmd = await s.call_tool("slm_loop_run", {**base, "name": "refused", "gate_verify": ["cmd:true"]})
-        assert cmd.is_error and cmd.structured_content["error"]["field"] == "gate_verify", cmd
+        assert cmd.is_error and error(cmd)["field"] == "gate_verify", cmd
         nli = await s.call_tool("slm_loop_run", {**base, "name": "refused", "gate_nli_min": 2})
-        assert nli.is_error and nli.structured_content["error"]["field"] == "gate_nli_min", nli
+        assert nli.is_error and error(nli)["field"] == "gate_nli_min", nli
         unknown = await s.call_tool("slm_loop_run", {**base, "name": "refused", "gate_verify": ["regex:x"]})
-        assert unknown.is_error and unknown.structured_content["error"]["field"] == "gate_verify", unknown
+        assert unknown.is_error and error(unknown)["field"] == "gate_verify", unknown
         after = structured(await s.call_tool("slm_loop_history", {"name": "refused"}))
         assert before["runs"] == [] and after["runs"] == [], after
         return {"rejected": r["termination"]["rejected_candidates"], "rule": rej[0]["rule"],
