@@ -141,7 +141,11 @@ pub fn sweep(set: &VectorSet, q: &[f32], filter: &Filter<'_>) -> Sweep {
     let all = Filter { min_score: f32::NEG_INFINITY, ..*filter };
     let pos = positions(set, filter);
     let mut out = if pos.len() < PARALLEL_MIN {
-        set.admitted(filter).filter_map(|p| score_at(set, p, q, &all)).fold(Sweep::default(), |acc, s| acc.add(s, min))
+        // `admitted` already applied the filter: score each row once, without asking again.
+        set.admitted(filter)
+            .map(|p| Scored { id: set.id_at(p), score: cosine(q, set.vector(p)) })
+            .filter(|s| !s.score.is_nan())
+            .fold(Sweep::default(), |acc, s| acc.add(s, min))
     } else {
         let fold = |acc: Sweep, p: usize| match score_at(set, p, q, &all) {
             Some(s) => acc.add(s, min),
