@@ -134,6 +134,23 @@ fn model_error(e: impl std::fmt::Display) -> Error {
     Error::Model { message: format!("NLI model: {e}") }
 }
 
+/// Checks, without loading anything, that `dir` holds the three files a model needs, so a bad
+/// `nli:` path is invalid input (naming the missing file) before anything is read or written.
+/// All three are checked before any is read, so the first error names a missing file rather
+/// than a parse failure of another one.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    if !dir.is_dir() {
+        return Err(invalid(dir, format!("nli folder not found; it must hold {}", NLI_FILES.join(", "))));
+    }
+    for name in NLI_FILES {
+        let path = dir.join(name);
+        if !path.is_file() || std::fs::File::open(&path).is_err() {
+            return Err(invalid(&path, format!("nli folder has no readable {name}")));
+        }
+    }
+    Ok(())
+}
+
 impl NliModel {
     /// Loads DIR/model.onnx, DIR/tokenizer.json, DIR/config.json. A missing/unreadable file or a
     /// config without entailment+contradiction labels in id2label →
@@ -143,19 +160,7 @@ impl NliModel {
     /// Only a missing or broken ONNX Runtime library (the same one the embedder uses) is an
     /// [`Error::Model`]: that is the installation's fault, not the user's folder.
     pub fn load(dir: &Path) -> Result<NliModel> {
-        if !dir.is_dir() {
-            return Err(invalid(
-                dir,
-                format!("nli folder not found; it must hold {}", NLI_FILES.join(", ")),
-            ));
-        }
-        // Check all three before reading any, so the first error names a missing file rather
-        // than a parse failure of another one.
-        for name in NLI_FILES {
-            if !dir.join(name).is_file() {
-                return Err(invalid(&dir.join(name), format!("nli folder has no {name}")));
-            }
-        }
+        check_dir(dir)?;
         let config_path = dir.join("config.json");
         let config = std::fs::read_to_string(&config_path)
             .map_err(|e| invalid(&config_path, format!("cannot read config.json: {e}")))?;

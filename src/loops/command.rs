@@ -277,7 +277,7 @@ fn command_gate(run: &RunRow) -> Result<(&str, i64)> {
 
 /// Runs one lap of an agent-driven run: the gate command, then the engine's decision.
 pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped> {
-    let run = engine.store().run_get(run_id)?.ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
+    let run = super::run_row(engine, run_id)?;
     let (gate_cmd, deadline_ms) = command_gate(&run)?;
     if run.status.is_terminal() {
         return Err(Error::Ended { run_id: run_id.to_string(), status: run.status.to_string() });

@@ -58,10 +58,7 @@ pub struct GateCheck {
 /// Checks everything in a request that needs no data root (query, threshold, verifiers,
 /// memory text), so the CLI can refuse bad input before it opens, or creates, anything.
 pub fn validate(r: &CheckRequest) -> Result<Vec<crate::record::VerifySpec>> {
-    let n = r.query.chars().count();
-    if n == 0 || n > super::params::MAX_QUERY_CHARS {
-        return Err(Error::invalid("query", &r.query, format!("must be 1-2000 characters; it has {n}")));
-    }
+    super::params::check_gate_query("query", &r.query)?;
     memory::validate_score("gate_min_score", r.gate_min_score)?;
     let specs = check_verify(&r.gate_verify, r.gate_nli_min)?;
     if let Some(text) = &r.memory {

@@ -98,6 +98,15 @@ impl LoopParams {
     }
 }
 
+/// Checks a gate query: 1-2000 characters (`field` names it as the surface does).
+pub fn check_gate_query(field: &'static str, query: &str) -> Result<()> {
+    let n = query.chars().count();
+    if n == 0 || n > MAX_QUERY_CHARS {
+        return Err(Error::invalid(field, query, format!("must be 1-2000 characters; it has {n}")));
+    }
+    Ok(())
+}
+
 /// Parses and checks a verifier chain: known specs, `none` alone, an `nli:` directory that
 /// holds the files a model needs, a threshold in [0, 1].
 pub fn check_verify(specs: &[String], nli_min: f64) -> Result<Vec<VerifySpec>> {
@@ -113,7 +122,7 @@ pub fn check_verify(specs: &[String], nli_min: f64) -> Result<Vec<VerifySpec>> {
     }
     for spec in &parsed {
         if let VerifySpec::Nli(dir) = spec {
-            super::verify::nli::check_dir(dir)?;
+            crate::nli::check_dir(dir)?;
         }
     }
     Ok(parsed)
@@ -223,10 +232,7 @@ impl TryFrom<LoopParams> for CheckedLoop {
             p.max_tokens,
             p.no_progress_window,
         )?;
-        let n = p.gate_query.chars().count();
-        if n == 0 || n > MAX_QUERY_CHARS {
-            return Err(Error::invalid("gate_query", &p.gate_query, format!("must be 1-2000 characters; it has {n}")));
-        }
+        check_gate_query("gate_query", &p.gate_query)?;
         let gate_tags = memory::normalize_tags(&p.gate_tags).map_err(|e| match e {
             Error::InvalidInput { value, rule, .. } => Error::InvalidInput { field: "gate_tags", value, rule },
             other => other,

@@ -139,24 +139,7 @@ impl Store {
         let path = self.path.clone();
         let db_err = |source| crate::Error::Database { path: path.clone(), source };
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
-        let key = super::dedup_key(memory.kind, memory.content, memory.tags);
-        let n = tx
-            .execute(
-                "INSERT INTO memories(kind, content, created_at, dedup_key, embedding)
-                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(dedup_key) DO NOTHING",
-                params![memory.kind.as_str(), memory.content, lap.ts, &key[..], crate::spaces::to_blob(memory.embedding)],
-            )
-            .map_err(db_err)?;
-        let id: i64 = if n == 1 {
-            let id = tx.last_insert_rowid();
-            for t in memory.tags {
-                tx.execute("INSERT OR IGNORE INTO memory_tags(memory_id, tag) VALUES (?1, ?2)", params![id, t])
-                    .map_err(db_err)?;
-            }
-            id
-        } else {
-            tx.query_row("SELECT id FROM memories WHERE dedup_key = ?1", [&key[..]], |r| r.get(0)).map_err(db_err)?
-        };
+        let (id, _) = super::insert_row(&tx, memory, &lap.ts).map_err(db_err)?;
         tx.execute(
             "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",

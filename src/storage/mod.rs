@@ -164,36 +164,8 @@ impl Store {
         let path = self.path.clone();
         let db_err = |source| Error::Database { path: path.clone(), source };
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
-        let mut out = Vec::with_capacity(rows.len());
-        {
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT INTO memories(kind, content, created_at, dedup_key, embedding)
-                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(dedup_key) DO NOTHING",
-                )
-                .map_err(db_err)?;
-            let mut find = tx.prepare_cached("SELECT id FROM memories WHERE dedup_key = ?1").map_err(db_err)?;
-            let mut tag = tx
-                .prepare_cached("INSERT OR IGNORE INTO memory_tags(memory_id, tag) VALUES (?1, ?2)")
-                .map_err(db_err)?;
-            for row in rows {
-                let key = dedup_key(row.kind, row.content, row.tags);
-                let blob = crate::spaces::to_blob(row.embedding);
-                let n = ins
-                    .execute(params![row.kind.as_str(), row.content, now_rfc3339(), &key[..], blob])
-                    .map_err(db_err)?;
-                if n == 1 {
-                    let id = tx.last_insert_rowid();
-                    for t in row.tags {
-                        tag.execute(params![id, t]).map_err(db_err)?;
-                    }
-                    out.push((id, false));
-                } else {
-                    let id: i64 = find.query_row([&key[..]], |r| r.get(0)).map_err(db_err)?;
-                    out.push((id, true));
-                }
-            }
-        }
+        let out = rows.iter().map(|row| insert_row(&tx, row, &now_rfc3339())).collect::<rusqlite::Result<Vec<_>>>();
+        let out = out.map_err(db_err)?;
         tx.commit().map_err(db_err)?;
         Ok(out)
     }
@@ -360,6 +332,29 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// Inserts one row and its tags inside `tx`: `(id, deduped)`. A row whose (kind, content,
+/// tags) is already stored keeps its id (`ON CONFLICT DO NOTHING` makes two processes storing
+/// the same text at once harmless).
+fn insert_row(tx: &rusqlite::Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> rusqlite::Result<(i64, bool)> {
+    let key = dedup_key(row.kind, row.content, row.tags);
+    let n = tx
+        .prepare_cached(
+            "INSERT INTO memories(kind, content, created_at, dedup_key, embedding)
+             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(dedup_key) DO NOTHING",
+        )?
+        .execute(params![row.kind.as_str(), row.content, created_at, &key[..], crate::spaces::to_blob(row.embedding)])?;
+    if n == 0 {
+        let id = tx.prepare_cached("SELECT id FROM memories WHERE dedup_key = ?1")?.query_row([&key[..]], |r| r.get(0))?;
+        return Ok((id, true));
+    }
+    let id = tx.last_insert_rowid();
+    let mut tag = tx.prepare_cached("INSERT OR IGNORE INTO memory_tags(memory_id, tag) VALUES (?1, ?2)")?;
+    for t in row.tags {
+        tag.execute(params![id, t])?;
+    }
+    Ok((id, false))
 }
 
 type RawRow = (i64, String, String, String, Option<String>);

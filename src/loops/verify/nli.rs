@@ -12,23 +12,6 @@ use super::{Candidate, Refusal, Verifier};
 use crate::nli::NliModel;
 use crate::Result;
 
-/// Checks, without loading anything, that `dir` holds the files an NLI model needs, so a bad
-/// `nli:` path is invalid input before a run writes anything.
-pub fn check_dir(dir: &Path) -> Result<()> {
-    let files = ["model.onnx", "tokenizer.json", "config.json"];
-    if !dir.is_dir() {
-        let rule = format!("nli folder not found; it must hold {}", files.join(", "));
-        return Err(crate::Error::invalid("gate_verify", dir.display(), rule));
-    }
-    for name in files {
-        let path = dir.join(name);
-        if std::fs::File::open(&path).is_err() {
-            return Err(crate::Error::invalid("gate_verify", path.display(), format!("nli folder has no readable {name}")));
-        }
-    }
-    Ok(())
-}
-
 /// An NLI model bound to one gate query and threshold.
 pub struct NliVerifier {
     name: String,
