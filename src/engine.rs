@@ -21,6 +21,7 @@ use crate::feed::{Feed, Topic};
 use crate::index::exact::Sweep;
 use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
+use crate::mirror::{IndexFiles, Mirror, ProgressFn, STORE_ID_META};
 use crate::storage::{dedup_key, NewRow, Store, DB_FILE, SCHEMA_VERSION};
 use crate::{Error, Result};
 
@@ -132,6 +133,10 @@ pub struct Engine {
     store: Mutex<Store>,
     embedder: Arc<dyn Embedder>,
     index: Searcher,
+    /// The derived vector files that back the searcher in large stores.
+    mirror: Mirror,
+    /// The store's id is recorded (done at the first write of this process).
+    store_id_set: std::sync::atomic::AtomicBool,
     /// The change feed, started by the first loop that waits (None: polling only).
     feed: OnceLock<Option<Arc<Feed>>>,
     /// Blocking loop runs in progress in this process (background work yields to them).
@@ -163,7 +168,13 @@ impl Engine {
                 });
             }
         }
-        Ok(Engine { root: root.dir.clone(), store: Mutex::new(store), embedder, index: Searcher::new(),
+        Ok(Engine {
+            root: root.dir.clone(),
+            store: Mutex::new(store),
+            embedder,
+            index: Searcher::new(),
+            mirror: Mirror::new(&root.dir),
+            store_id_set: std::sync::atomic::AtomicBool::new(false),
             feed: OnceLock::new(),
             running_loops: AtomicUsize::new(0),
         })
@@ -300,8 +311,10 @@ impl Engine {
             .collect();
         let inserted = {
             let mut store = self.store();
-            if !new_rows.is_empty() {
+            if !new_rows.is_empty() && !self.store_id_set.load(Ordering::Acquire) {
                 store.meta_init(MODEL_META, self.embedder.model_name())?;
+                store.meta_init(STORE_ID_META, &new_store_id())?;
+                self.store_id_set.store(true, Ordering::Release);
             }
             store.insert(&new_rows)?
         };
@@ -340,6 +353,7 @@ impl Engine {
 
     /// Loads rows other processes committed since the last call into the searcher.
     pub fn refresh(&self) -> Result<()> {
+        self.mirror.sync(&self.store, &self.index)?;
         self.index.catch_up(|after, visit| self.store().vectors_after(after, None, visit))?;
         Ok(())
     }
@@ -360,6 +374,7 @@ impl Engine {
             let present: std::collections::HashSet<i64> = rows.iter().map(|m| m.id).collect();
             let gone: Vec<i64> = ids.into_iter().filter(|id| !present.contains(id)).collect();
             self.index.tombstone(&gone);
+            self.mirror.note_forgotten(&gone);
             if extra.iter().any(|(id, _)| gone.contains(id)) {
                 return self.search(qv, limit, filter);
             }
@@ -412,6 +427,24 @@ impl Engine {
     /// Records that rows were forgotten (seen from another process), so searches skip them.
     pub fn tombstone(&self, ids: &[i64]) {
         self.index.tombstone(ids);
+        self.mirror.note_forgotten(ids);
+    }
+
+    /// Reports the progress of long index work (first catch-up of a large store, rebuilds)
+    /// to `f(done, total)`; the CLI draws a progress bar with it on a terminal.
+    pub fn set_progress(&self, f: ProgressFn) {
+        self.mirror.set_progress(f);
+    }
+
+    /// The state of the data root's derived vector files (`slm index`). Reads only.
+    pub fn index_files(&self) -> Result<IndexFiles> {
+        self.mirror.status(&self.store(), &self.root)
+    }
+
+    /// Rewrites the derived vector files from the store (`slm index rebuild`), dropping
+    /// forgotten rows, and uses them from now on.
+    pub fn rebuild_index(&self) -> Result<IndexFiles> {
+        self.mirror.rebuild(&self.store, &self.index)
     }
 
     /// Memories newest first (`limit` ≤ 1000), optionally filtered by tags, kind and paging.
@@ -440,6 +473,7 @@ impl Engine {
             store.forget(ids)?
         };
         self.index.tombstone(&gone);
+        self.mirror.note_forgotten(&gone);
         self.announce(Topic::Memories);
         Ok(gone)
     }
@@ -463,6 +497,17 @@ impl Engine {
             index: self.index.state(),
         })
     }
+}
+
+/// A fresh random store id: 32 hex digits from the OS RNG (a clock-and-pid fallback keeps a
+/// write from failing where no RNG answers; the id only has to differ between stores).
+fn new_store_id() -> String {
+    let mut b = [0u8; 16];
+    if getrandom::fill(&mut b).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        b = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn to_hits(candidates: &[Scored], rows: Vec<Memory>) -> Vec<Hit> {

@@ -254,6 +254,27 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// The largest id this store has ever issued (`AUTOINCREMENT`'s sequence; 0 when none):
+    /// unlike `max(id)` it never goes down, except when an older copy of the file is restored.
+    pub fn max_issued_id(&self) -> Result<i64> {
+        self.conn
+            .query_row("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0)", [], |r| r.get(0))
+            .or_else(|e| match e {
+                // No AUTOINCREMENT row has ever been written: the table does not exist yet.
+                rusqlite::Error::SqliteFailure(_, Some(ref m)) if m.contains("no such table") => Ok(0),
+                e => Err(e),
+            })
+            .map_err(|e| self.err(e))
+    }
+
+    /// The stored vector bytes of row `id` (empty when stored without one), if it exists.
+    pub fn vector_blob(&self, id: i64) -> Result<Option<Vec<u8>>> {
+        self.conn
+            .prepare_cached("SELECT embedding FROM memories WHERE id = ?1")
+            .and_then(|mut st| st.query_row([id], |r| r.get::<_, Vec<u8>>(0)).optional())
+            .map_err(|e| self.err(e))
+    }
+
     /// Visits the vectors of every row with `id > after`, in id order, optionally of one kind.
     pub fn vectors_after(&self, after: i64, kind: Option<Kind>, visit: &mut VectorVisitor<'_>) -> Result<()> {
         let sql = match kind {
