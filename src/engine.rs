@@ -256,14 +256,25 @@ impl Engine {
     /// Stores rows of `kind` whose content and tags are already validated and normalised.
     /// Used by `remember` and by the loop ledger.
     pub fn insert_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, true)
+        self.write_rows(kind, rows, true, &[])
+    }
+
+    /// Like [`Engine::insert_rows`], with vectors the caller already has: `given[i]`, when
+    /// present, is row `i`'s unit vector (384-d) and the model is not run for it (import).
+    pub fn insert_rows_given(&self, kind: Kind, rows: &[(&str, Vec<String>)], given: &[Option<&[f32]>]) -> Result<Vec<Remembered>> {
+        self.write_rows(kind, rows, true, given)
     }
 
     /// Stores rows without embedding them (no model load): a later [`Engine::backfill_pending`]
     /// adds their vectors, and until then recall embeds them on the fly. Only for ledger laps,
     /// which no gate ever reads, so a missing vector can never change a gate's decision.
     pub fn insert_pending(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, false)
+        self.write_rows(kind, rows, false, &[])
+    }
+
+    /// Prepares this engine for a long series of batch writes (an import): a larger page cache.
+    pub fn prepare_bulk(&self) -> Result<()> {
+        self.store().bulk_cache()
     }
 
     /// Embeds and stores the vectors of up to `max` rows stored without one; returns how many.
@@ -285,28 +296,43 @@ impl Engine {
         Ok(done)
     }
 
-    fn write_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)], embed: bool) -> Result<Vec<Remembered>> {
+    fn write_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)], embed: bool, given: &[Option<&[f32]>]) -> Result<Vec<Remembered>> {
         // Skip the model for rows already stored: a dedup costs a lookup, not an inference.
         let keys: Vec<[u8; 32]> = rows.iter().map(|(c, t)| dedup_key(kind, c, t)).collect();
         let mut known = Vec::with_capacity(rows.len());
-        {
+        // With every vector given there is no model call to save: the insert itself finds
+        // the rows already stored (ON CONFLICT), without a lookup per row first.
+        if embed && rows.len() == given.len() && given.iter().all(Option::is_some) {
+            known.resize(rows.len(), None);
+        } else {
             let store = self.store();
             for k in &keys {
                 known.push(store.find_dedup(k)?);
             }
         }
+        if let Some(v) = given.iter().flatten().find(|v| v.len() != crate::embed::DIM) {
+            return Err(Error::invalid("embedding", v.len(), format!("must have {} numbers", crate::embed::DIM)));
+        }
         let fresh: Vec<usize> = (0..rows.len()).filter(|&i| known[i].is_none()).collect();
-        let texts: Vec<&str> = fresh.iter().map(|&i| rows[i].0).collect();
-        let vectors = if embed { Some(self.embedder.embed(&texts)?) } else { None };
+        let given_at = |i: usize| given.get(i).copied().flatten();
+        // Only rows that came without a vector go through the model.
+        let to_embed: Vec<usize> = fresh.iter().copied().filter(|&i| given_at(i).is_none()).collect();
+        let texts: Vec<&str> = to_embed.iter().map(|&i| rows[i].0).collect();
+        let vectors = if embed && !texts.is_empty() { Some(self.embedder.embed(&texts)?) } else { None };
+        let embedded_row = |i: usize| to_embed.binary_search(&i).ok();
         let new_rows: Vec<NewRow<'_>> = fresh
             .iter()
-            .enumerate()
-            .map(|(n, &i)| NewRow {
+            .map(|&i| NewRow {
                 kind,
                 content: rows[i].0,
                 tags: &rows[i].1,
                 // Rows of an embedder's matrix are contiguous (standard layout).
-                embedding: vectors.as_ref().and_then(|m| m.row(n).to_slice()).unwrap_or(&[]),
+                embedding: match given_at(i) {
+                    Some(v) => v,
+                    None => embedded_row(i)
+                        .and_then(|n| vectors.as_ref().and_then(|m| m.row(n).to_slice()))
+                        .unwrap_or(&[]),
+                },
             })
             .collect();
         let inserted = {
@@ -439,6 +465,30 @@ impl Engine {
     /// The state of the data root's derived vector files (`slm index`). Reads only.
     pub fn index_files(&self) -> Result<IndexFiles> {
         self.mirror.status(&self.store(), &self.root)
+    }
+
+    /// Checks the search against brute force on `n` queries (half random unit vectors, half
+    /// stored vectors with noise), 10 deep: returns `(queries, mismatches)`. `slm index verify`.
+    pub fn verify_index(&self, n: usize) -> Result<(usize, usize)> {
+        self.refresh()?;
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut r = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        let mut queries = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut v: Vec<f32> = match self.index.sample(i.wrapping_mul(7919)) {
+                Some(base) if i % 2 == 1 => base.iter().map(|x| x + 0.03 * r()).collect(),
+                _ => (0..crate::embed::DIM).map(|_| r()).collect(),
+            };
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+            v.iter_mut().for_each(|x| *x /= norm);
+            queries.push(v);
+        }
+        Ok((n, self.index.verify(&queries, 10)))
     }
 
     /// Rewrites the derived vector files from the store (`slm index rebuild`), dropping

@@ -110,6 +110,13 @@ pub fn top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>) -> Vec<S
     truncate_best(hits, k)
 }
 
+/// The best `k` rows by scoring every admitted row from its `f32` vector, one thread, no
+/// shortcut: the reference `slm index verify` compares [`top_k`] with.
+pub fn brute_top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>) -> Vec<Scored> {
+    let hits = (0..set.len()).filter_map(|p| score_at(set, p, q, filter)).collect();
+    truncate_best(hits, k)
+}
+
 /// What a gate needs from one pass over the rows a filter admits.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sweep {

@@ -116,6 +116,21 @@ impl Searcher {
         *set = next;
     }
 
+    /// Compares the exact search this process uses ([`exact::top_k`], two-stage over the
+    /// mapped base) with a brute-force `f32` scan for `queries` (each `k` deep); returns the
+    /// queries whose results differ in any id or score.
+    pub fn verify(&self, queries: &[Vec<f32>], k: usize) -> usize {
+        let set = self.set.read();
+        let f = Filter::memories();
+        queries.iter().filter(|q| exact::top_k(&set, q, k, &f) != exact::brute_top_k(&set, q, k, &f)).count()
+    }
+
+    /// A stored vector (at `pos % len`), for building test queries.
+    pub fn sample(&self, pos: usize) -> Option<Vec<f32>> {
+        let set = self.set.read();
+        (!set.is_empty()).then(|| set.vector(pos % set.len()).to_vec())
+    }
+
     /// The mapped base's generation, `upto` and row count, if the set has one.
     pub fn base_info(&self) -> Option<(u64, i64, usize)> {
         self.set.read().base().map(|b| (b.generation, b.head.upto, b.len()))

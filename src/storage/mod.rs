@@ -153,8 +153,8 @@ impl Store {
     /// The id of a row with this dedup key, if one exists.
     pub fn find_dedup(&self, key: &[u8; 32]) -> Result<Option<i64>> {
         self.conn
-            .query_row("SELECT id FROM memories WHERE dedup_key = ?1", [&key[..]], |r| r.get(0))
-            .optional()
+            .prepare_cached("SELECT id FROM memories WHERE dedup_key = ?1")
+            .and_then(|mut st| st.query_row([&key[..]], |r| r.get(0)).optional())
             .map_err(|e| self.err(e))
     }
 
@@ -234,6 +234,12 @@ impl Store {
         let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
         let rows = stmt.query_map(params_from_iter(args), raw_row).map_err(|e| self.err(e))?;
         rows.map(|r| r.map_err(|e| self.err(e)).and_then(to_memory)).collect()
+    }
+
+    /// Gives this connection a page cache large enough for bulk transactions (an import's
+    /// batches would otherwise spill pages to the WAL before they commit).
+    pub fn bulk_cache(&self) -> Result<()> {
+        self.conn.execute_batch("PRAGMA cache_size = -65536").map_err(|e| self.err(e))
     }
 
     /// Counts rows of each kind: `(memories, laps)`.
