@@ -7,9 +7,9 @@
 //!   this store (the store's id, no row issued past its end missing from the store's
 //!   sequence, sampled rows byte for byte); a mismatch (a restored backup, another store's
 //!   files, damage) rebuilds it, so a stale or wrong vector is never served;
-//! - a store with many rows and no files (or files far behind): stream the missing rows from
-//!   the store straight into the files (with a progress bar on a terminal), instead of
-//!   loading them into this process's heap;
+//! - a store with many rows and no files, or files behind the store: stream the missing
+//!   rows from the store straight into the files (with a progress bar on a terminal), instead
+//!   of loading them into this process's heap;
 //! - this process's in-memory tail has grown past [`APPEND_AT`] rows: append them and remap;
 //! - about once a second, notice that another process rebuilt the files (new generation).
 //!
@@ -167,7 +167,9 @@ impl Mirror {
                 if Some(head.store_id) != st.store_id || !self.matches(d, &head, store)? {
                     tracing::info!("derived vector files do not match the store; rebuilding");
                     self.rebuild_locked(d, st, store)?;
-                } else if max - head.upto >= MIRROR_MIN as i64 {
+                } else if max > head.upto {
+                    // Rows arrived since the last append: add them now, so this process maps
+                    // everything and the next one starts from here too.
                     self.append_from_store(d, st, store)?;
                 }
             }
