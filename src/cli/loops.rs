@@ -20,7 +20,8 @@ pub const EXIT_CANCELLED: i32 = 130;
 
 /// `--help` of the commands that run a loop.
 const RUN_EXIT_HELP: &str = "Exit codes: 0 converged; 3 a bound ended the run (max_iterations, max_wallclock, \
-max_tokens, no_progress); 130 cancelled (Ctrl-C, or `slm loop cancel` from elsewhere); 2 invalid input; 1 operational failure.";
+max_tokens, no_progress); 130 cancelled (Ctrl-C, or `slm loop cancel` from elsewhere); 2 invalid input; 1 operational failure \
+(a lap that fails ends its run with status error).";
 /// `slm loop step --help`.
 const STEP_EXIT_HELP: &str = "Exit codes: 0 the loop goes on, or converged; 3 a bound ended it; 130 it was cancelled; \
 1 refused (the run already ended: the message names its final status) or not found; 2 invalid input.";
