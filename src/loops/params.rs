@@ -487,8 +487,11 @@ mod tests {
         assert_eq!(n.len(), 1);
         assert_eq!(n[0].field, "max_wallclock_s");
         assert!(n[0].message.contains("after about 4.75 s"), "{}", n[0].message);
-        assert!(n[0].message.contains("max_iterations 241") && n[0].message.contains("poll_interval_s 3.158"), "{}", n[0].message);
-        // 200 laps cannot fill 120 s at 0.25 s: only the poll interval is suggested.
+        // 241 laps would be past the 200 cap: only the poll interval is suggested.
+        assert!(n[0].message.ends_with("to wait up to 60 s, use poll_interval_s 3.158"), "{}", n[0].message);
+        let n = notes(20, 60.0, 1.0);
+        assert!(n[0].message.ends_with("use max_iterations 61 or poll_interval_s 3.158"), "{}", n[0].message);
+        // Clamped to 200 laps, 120 s and 0.25 s: the poll interval it would take.
         let n = notes(500, 500.0, 0.1);
         assert!(!n[0].message.contains(" or ") && n[0].message.contains("use poll_interval_s 0.604"), "{}", n[0].message);
         assert!(notes(1, 10.0, 1.0)[0].message.contains("never waits"));
