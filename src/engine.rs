@@ -247,6 +247,15 @@ impl Engine {
         })
     }
 
+    /// Stores what the ledger writer still holds and stops it (later laps are refused and
+    /// counted as ledger errors).
+    /// For a one-shot process that exits without dropping its engine.
+    pub fn flush_ledger(&self) {
+        if let Some(w) = self.ledger_writer.get() {
+            w.close();
+        }
+    }
+
     /// The vector and token count of a gate query, embedded once per process and text.
     pub fn query_vector(&self, query: &str) -> Result<(Arc<[f32]>, u64)> {
         // Held across the model call: a thousand loops starting on one query wait for the

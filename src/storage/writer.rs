@@ -125,8 +125,10 @@ impl LedgerWriter {
     }
 }
 
-impl Drop for LedgerWriter {
-    fn drop(&mut self) {
+impl LedgerWriter {
+    /// Writes everything queued, then stops the thread; later writes are refused (counted as
+    /// ledger errors by their runs).
+    pub fn close(&self) {
         {
             let mut st = self.queue.state.lock();
             st.closed = true;
@@ -135,6 +137,12 @@ impl Drop for LedgerWriter {
         if let Some(t) = self.thread.lock().take() {
             let _ = t.join();
         }
+    }
+}
+
+impl Drop for LedgerWriter {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
