@@ -143,7 +143,7 @@ pub struct Engine {
     ledger_writer: OnceLock<LedgerWriter>,
     /// Gate queries already embedded, with their token counts: many loops waiting on the same
     /// signal embed it once (a model call costs milliseconds; the text decides the vector).
-    query_vectors: Mutex<HashMap<String, (Arc<[f32]>, u64)>>,
+    query_vectors: Mutex<HashMap<String, QueryVector>>,
     refreshes: Refreshes,
 }
 
@@ -156,6 +156,9 @@ struct Refreshes {
     /// The number of the last load that finished.
     done: AtomicU64,
 }
+
+/// An embedded gate query and its token count.
+pub type QueryVector = (Arc<[f32]>, u64);
 
 /// Most gate queries [`Engine::query_vector`] keeps.
 const QUERY_CACHE: usize = 256;
@@ -257,7 +260,7 @@ impl Engine {
     }
 
     /// The vector and token count of a gate query, embedded once per process and text.
-    pub fn query_vector(&self, query: &str) -> Result<(Arc<[f32]>, u64)> {
+    pub fn query_vector(&self, query: &str) -> Result<QueryVector> {
         // Held across the model call: a thousand loops starting on one query wait for the
         // first embedding instead of all running the model (which serialises them anyway).
         let mut cache = self.query_vectors.lock();

@@ -421,7 +421,7 @@ fn import(g: &Global, out: &output::Printer, file: &std::path::Path) -> slm::Res
     } else {
         None
     };
-    let summary = slm::import::import_jsonl(&engine, reader, &mut |done| {
+    let summary = slm::import::import_jsonl(engine, reader, &mut |done| {
         if let Some(b) = &bar {
             b.set_position(done);
         }
