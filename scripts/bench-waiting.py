@@ -3,10 +3,14 @@ one matching `slm remember` in another process until every loop has answered.
 
 Usage: target/pyenv/bin/python scripts/bench-waiting.py SLM_BINARY DATA_DIR [LOOPS] [IDLE_S]
 Prints one JSON line of figures. Uses the official MCP Python SDK (installed by scripts/test.sh).
+The idle window starts once every loop has recorded its first lap (read from the store), so
+start-up is not counted as idle; `start_s` says how long starting them all took.
+With SLM_BENCH_PERF=FILE, `perf record -g` samples the server during the idle window.
 """
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -40,6 +44,18 @@ def server_pid():
     return int(out[0])
 
 
+def started_runs():
+    """Runs whose first lap is recorded."""
+    try:
+        db = sqlite3.connect(f"file:{DATA}/slm.db?mode=ro", uri=True, timeout=1)
+        try:
+            return db.execute("SELECT count(*) FROM loop_runs WHERE laps >= 1").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
+
+
 async def main():
     params = StdioServerParameters(command=SLM, args=["--data-dir", DATA, "mcp"])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
@@ -58,18 +74,40 @@ async def main():
         async with anyio.create_task_group() as tg:
             for i in range(LOOPS):
                 tg.start_soon(one, i)
-            await anyio.sleep(5)  # let every loop start and record lap 1
+            started = time.monotonic()
+            while started_runs() < LOOPS and time.monotonic() - started < 120:
+                await anyio.sleep(0.2)
+            start_s = time.monotonic() - started
+            await anyio.sleep(1.5)  # every loop is past lap 1 and waiting
+            perf = None
+            if os.environ.get("SLM_BENCH_PERF"):
+                perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o",
+                                         os.environ["SLM_BENCH_PERF"], "--", "sleep", str(IDLE_S)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             t0, c0 = time.monotonic(), cpu_ticks(pid)
             await anyio.sleep(IDLE_S)
             idle_cpu = (cpu_ticks(pid) - c0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
             rss = rss_mb(pid)
+            if perf:
+                perf.wait()
             subprocess.run([SLM, "--data-dir", DATA, "remember", "the nightly release build 7 passed every test"], check=True,
                            capture_output=True)
             written = time.monotonic()
         last = max(t for t, _, _ in done)
+        after = sorted(t - written for t, _, _ in done)
+        db = sqlite3.connect(f"file:{DATA}/slm.db?mode=ro", uri=True)
+        # Server side: from the matching memory's commit to the last run's end in the store.
+        spread = db.execute("SELECT (julianday(max(r.ended_at)) - julianday(m.created_at)) * 86400 FROM loop_runs r, "
+                            "(SELECT created_at FROM memories WHERE kind = 'memory' ORDER BY id DESC LIMIT 1) m").fetchone()[0]
+        # Each run's own converging lap, in its ledger.
+        lap_recorded = db.execute("SELECT count(*) FROM loop_runs r JOIN loop_laps l ON l.run_id = r.run_id "
+                                  "AND l.lap = r.laps WHERE r.status = 'converged' AND l.decision = 'converged'").fetchone()[0]
         converged = sum(1 for _, st, _ in done if st == "converged")
         print(json.dumps({"loops": LOOPS, "idle_cpu_of_one_core": round(idle_cpu, 3), "rss_mb": round(rss, 1),
-                          "converged": converged, "all_answered_after_write_s": round(last - written, 3)}))
+                          "start_s": round(start_s, 2), "converged": converged, "all_answered_after_write_s": round(last - written, 3),
+                          "median_answer_after_write_s": round(after[len(after) // 2], 3),
+                          "all_ended_in_store_after_commit_s": round(spread, 3),
+                          "converging_laps_recorded": lap_recorded}))
 
 
 anyio.run(main)

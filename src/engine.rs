@@ -9,8 +9,9 @@
 //! An `Engine` is `Sync`: a server can share one behind an `Arc`. The store sits behind a
 //! mutex held only for the length of one short database call; embedding happens outside it.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, MutexGuard};
@@ -22,6 +23,7 @@ use crate::index::exact::Sweep;
 use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
 use crate::mirror::{IndexFiles, Mirror, ProgressFn, STORE_ID_META};
+use crate::storage::writer::LedgerWriter;
 use crate::storage::{dedup_key, NewRow, Store, DB_FILE, SCHEMA_VERSION};
 use crate::{Error, Result};
 
@@ -141,7 +143,30 @@ pub struct Engine {
     feed: OnceLock<Option<Arc<Feed>>>,
     /// Blocking loop runs in progress in this process (background work yields to them).
     running_loops: AtomicUsize,
+    /// Commits the laps and ends of this process's blocking runs in batches (started on
+    /// first use; dropping it writes what is queued).
+    ledger_writer: OnceLock<LedgerWriter>,
+    /// Gate queries already embedded, with their token counts: many loops waiting on the same
+    /// signal embed it once (a model call costs milliseconds; the text decides the vector).
+    query_vectors: Mutex<HashMap<String, QueryVector>>,
+    refreshes: Refreshes,
 }
+
+/// Sequence numbers of [`Engine::refresh`] loads, so concurrent callers share one.
+#[derive(Default)]
+struct Refreshes {
+    lock: Mutex<()>,
+    /// Loads begun (under `lock`).
+    started: AtomicU64,
+    /// The number of the last load that finished.
+    done: AtomicU64,
+}
+
+/// An embedded gate query and its token count.
+pub type QueryVector = (Arc<[f32]>, u64);
+
+/// Most gate queries [`Engine::query_vector`] keeps.
+const QUERY_CACHE: usize = 256;
 
 /// Counts a blocking loop run as in progress for as long as it lives.
 pub struct RunningLoop<'e>(&'e AtomicUsize);
@@ -177,6 +202,9 @@ impl Engine {
             store_id_set: std::sync::atomic::AtomicBool::new(false),
             feed: OnceLock::new(),
             running_loops: AtomicUsize::new(0),
+            ledger_writer: OnceLock::new(),
+            query_vectors: Mutex::new(HashMap::new()),
+            refreshes: Refreshes::default(),
         })
     }
 
@@ -223,6 +251,40 @@ impl Engine {
     /// Tells every process watching this data root that a write of `topic` committed.
     pub fn announce(&self, topic: Topic) {
         crate::feed::announce(&self.root, topic);
+    }
+
+    /// The ledger writer of this process's blocking runs (started on first use).
+    pub(crate) fn ledger_writer(&self) -> &LedgerWriter {
+        self.ledger_writer.get_or_init(|| {
+            let root = self.root.clone();
+            LedgerWriter::start(self.root.join(DB_FILE), Box::new(move || crate::feed::announce(&root, Topic::Ledger)))
+        })
+    }
+
+    /// Stores what the ledger writer still holds and stops it (later laps are refused and
+    /// counted as ledger errors).
+    /// For a one-shot process that exits without dropping its engine.
+    pub fn flush_ledger(&self) {
+        if let Some(w) = self.ledger_writer.get() {
+            w.close();
+        }
+    }
+
+    /// The vector and token count of a gate query, embedded once per process and text.
+    pub fn query_vector(&self, query: &str) -> Result<QueryVector> {
+        // Held across the model call: a thousand loops starting on one query wait for the
+        // first embedding instead of all running the model (which serialises them anyway).
+        let mut cache = self.query_vectors.lock();
+        if let Some(hit) = cache.get(query) {
+            return Ok(hit.clone());
+        }
+        let tokens = self.embedder.count_tokens(query)? as u64;
+        let v: Arc<[f32]> = self.embedder.embed_one(query)?.into();
+        if cache.len() >= QUERY_CACHE {
+            cache.clear();
+        }
+        cache.insert(query.to_string(), (Arc::clone(&v), tokens));
+        Ok((v, tokens))
     }
 
     /// The embedder this engine uses.
@@ -378,9 +440,20 @@ impl Engine {
     }
 
     /// Loads rows other processes committed since the last call into the searcher.
+    ///
+    /// Callers that arrive together share one load: a caller that finds a load running waits
+    /// for it and then needs its own only if that load began before it arrived. A thousand
+    /// loops woken by one commit thus cost one query, not a thousand.
     pub fn refresh(&self) -> Result<()> {
+        let arrived = self.refreshes.started.load(Ordering::Acquire);
+        let _one = self.refreshes.lock.lock();
+        if self.refreshes.done.load(Ordering::Acquire) > arrived {
+            return Ok(()); // a load that began after we arrived has finished
+        }
+        let mine = self.refreshes.started.fetch_add(1, Ordering::AcqRel) + 1;
         self.mirror.sync(&self.store, &self.index)?;
         self.index.catch_up(|after, visit| self.store().vectors_after(after, None, visit))?;
+        self.refreshes.done.store(mine, Ordering::Release);
         Ok(())
     }
 

@@ -18,6 +18,7 @@
 //! fills with LISTEN/NOTIFY.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -98,6 +99,9 @@ impl Signal {
 pub struct Feed {
     /// Bumped for [`Topic::Memories`] and [`Topic::Control`]: what waiting loops wake on.
     gate: Arc<Signal>,
+    /// Counts [`Topic::Control`] announcements (and lost watches), so a woken loop asks the
+    /// store about cancellation only when a control record may have changed.
+    control: Arc<AtomicU64>,
     /// Bumped for [`Topic::Ledger`].
     ledger: Arc<Signal>,
     // Dropping the watcher stops its thread.
@@ -111,12 +115,14 @@ impl Feed {
         let io = |e: &dyn std::fmt::Display| crate::Error::io(format!("cannot watch {}", dir.display()), std::io::Error::other(e.to_string()));
         std::fs::create_dir_all(&dir).map_err(|e| io(&e))?;
         let (gate, ledger) = (Arc::new(Signal::default()), Arc::new(Signal::default()));
-        let (g, l) = (Arc::clone(&gate), Arc::clone(&ledger));
+        let control = Arc::new(AtomicU64::new(0));
+        let (g, l, c) = (Arc::clone(&gate), Arc::clone(&ledger), Arc::clone(&control));
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let event = match event {
                 Ok(e) => e,
                 Err(_) => {
                     // A lost watch (e.g. a queue overflow) may hide a change: wake everyone.
+                    c.fetch_add(1, Ordering::AcqRel);
                     g.bump();
                     l.bump();
                     return;
@@ -128,7 +134,11 @@ impl Feed {
             }
             for p in &event.paths {
                 match p.file_name().and_then(|n| n.to_str()) {
-                    Some("memories") | Some("control") => g.bump(),
+                    Some("memories") => g.bump(),
+                    Some("control") => {
+                        c.fetch_add(1, Ordering::AcqRel);
+                        g.bump();
+                    }
                     Some("ledger") => l.bump(),
                     _ => {}
                 }
@@ -136,12 +146,17 @@ impl Feed {
         })
         .map_err(|e| io(&e))?;
         watcher.watch(&dir, RecursiveMode::NonRecursive).map_err(|e| io(&e))?;
-        Ok(Feed { gate, ledger, _watcher: watcher })
+        Ok(Feed { gate, control, ledger, _watcher: watcher })
     }
 
     /// What waiting loops wait on: memories and control announcements.
     pub fn gate(&self) -> &Arc<Signal> {
         &self.gate
+    }
+
+    /// How many control announcements arrived (read it before looking at the store).
+    pub fn control_generation(&self) -> u64 {
+        self.control.load(Ordering::Acquire)
     }
 
     /// Ledger announcements.

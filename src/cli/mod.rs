@@ -231,10 +231,12 @@ pub fn run() -> i32 {
     }
     init_tracing();
     let json = cli.global.json;
-    match dispatch(cli) {
+    let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => report_error(&e, json),
-    }
+    };
+    flush_engines();
+    code
 }
 
 /// Restores SIGPIPE's default action, as in C programs (and ripgrep, cargo): writing to a
@@ -270,13 +272,28 @@ pub fn report_error(e: &Error, json: bool) -> i32 {
     code
 }
 
-fn open(global: &Global) -> slm::Result<Engine> {
+/// Engines this process opened, to flush before it exits.
+static OPENED: parking_lot::Mutex<Vec<&'static Engine>> = parking_lot::Mutex::new(Vec::new());
+
+/// Opens the data root for a one-shot command. The engine is never torn down: dropping it
+/// would unload the ONNX model and checkpoint the WAL on close, which took ~80 ms after the
+/// command's work was done (a `loop run` answered that much later than it could). The OS
+/// reclaims it at exit; [`flush_engines`] writes what its ledger writer still holds first.
+fn open(global: &Global) -> slm::Result<&'static Engine> {
     let root = DataRoot::resolve(global.data_dir.clone())?;
-    let engine = Engine::open(&root, Arc::new(OnnxEmbedder::locate()))?;
-    attach_progress(&engine, global.json, "indexing vectors");
+    let engine: &'static Engine = Box::leak(Box::new(Engine::open(&root, Arc::new(OnnxEmbedder::locate()))?));
+    attach_progress(engine, global.json, "indexing vectors");
+    OPENED.lock().push(engine);
     Ok(engine)
 }
 
+/// Stores every lap still queued in the ledger writers of the engines this process opened.
+fn flush_engines() {
+    for e in OPENED.lock().drain(..) {
+        e.flush_ledger();
+    }
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+}
 /// Shows long index work (the first search of a large store without derived files, a
 /// rebuild) as a progress line on a terminal; nothing otherwise.
 fn attach_progress(engine: &Engine, json: bool, what: &'static str) {
@@ -323,7 +340,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             out.status(&open(g)?.status()?);
         }
         Command::Import { file } => return import(g, &out, &file),
-        Command::Index { cmd } => return index::dispatch(&open(g)?, cmd, g.json),
+        Command::Index { cmd } => return index::dispatch(open(g)?, cmd, g.json),
         Command::Dashboard { port, bind, allow_remote, token_file, allow_hosts, open: open_browser } => {
             let o = slm::dashboard::Options {
                 bind,
@@ -385,12 +402,12 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             let req = args.request();
             // Bad input is refused before the data root is opened (or created).
             slm::loops::explain::validate(&req)?;
-            return loops::gate_check(&open(g)?, &req, g.json);
+            return loops::gate_check(open(g)?, &req, g.json);
         }
         Command::Loop(cmd) => {
             // Reject bad loop input before touching the data root: nothing is written.
             let checked = cmd.check()?;
-            return loops::dispatch(&open(g)?, checked, g.json);
+            return loops::dispatch(open(g)?, checked, g.json);
         }
     }
     Ok(0)
@@ -433,7 +450,7 @@ fn import(g: &Global, out: &output::Printer, file: &std::path::Path) -> slm::Res
     } else {
         None
     };
-    let summary = slm::import::import_jsonl(&engine, reader, &mut |done| {
+    let summary = slm::import::import_jsonl(engine, reader, &mut |done| {
         if let Some(b) = &bar {
             b.set_position(done);
         }

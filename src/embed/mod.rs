@@ -6,6 +6,7 @@
 //! is a deterministic stand-in for unit tests of index and loop logic only; nothing in the
 //! product constructs it, so there is no silent fallback to it.
 
+mod count;
 pub mod locate;
 mod onnx;
 pub mod testing;

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
 
+use super::count::TokenCounter;
 use super::{Embedder, ModelFiles, DIM};
 use crate::{Error, Result};
 
@@ -27,7 +28,7 @@ pub struct OnnxEmbedder {
     /// commands that never embed, like `status` and `list`, work without a model).
     files: std::result::Result<ModelFiles, String>,
     model: OnceLock<std::result::Result<Mutex<TextEmbedding>, String>>,
-    counter: OnceLock<std::result::Result<tokenizers::Tokenizer, String>>,
+    counter: OnceLock<std::result::Result<TokenCounter, String>>,
 }
 
 impl OnnxEmbedder {
@@ -161,14 +162,14 @@ pub(crate) fn runtime(files: &ModelFiles) -> std::result::Result<ort::environmen
     .clone()
 }
 
-fn load_counter(files: &ModelFiles) -> std::result::Result<tokenizers::Tokenizer, String> {
+fn load_counter(files: &ModelFiles) -> std::result::Result<TokenCounter, String> {
     let p = files.model_dir.join("tokenizer.json");
     let mut t = tokenizers::Tokenizer::from_file(&p)
         .map_err(|e| format!("cannot read tokenizer {}: {e}; run scripts/setup.sh", p.display()))?;
     // tokenizer.json pads every text to 128 tokens and truncates; a count must see neither.
     t.with_padding(None);
     t.with_truncation(None).map_err(|e| format!("tokenizer: {e}"))?;
-    Ok(t)
+    Ok(TokenCounter::new(t))
 }
 
 impl Embedder for OnnxEmbedder {
@@ -194,8 +195,7 @@ impl Embedder for OnnxEmbedder {
             .get_or_init(|| self.files.clone().and_then(|f| load_counter(&f)))
             .as_ref()
             .map_err(|m| Error::Model { message: m.clone() })?;
-        let enc = t.encode(text, true).map_err(|e| Error::Model { message: format!("tokenizer: {e}") })?;
-        Ok(enc.len())
+        t.count(text).map_err(|e| Error::Model { message: format!("tokenizer: {e}") })
     }
 
     fn model_name(&self) -> &str {

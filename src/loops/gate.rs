@@ -75,7 +75,7 @@ pub trait Gate {
 /// The memory gate of SPEC §2.
 pub struct MemoryGate<'e> {
     engine: &'e Engine,
-    query: Vec<f32>,
+    query: std::sync::Arc<[f32]>,
     query_tokens: u64,
     threshold: f32,
     tags: Vec<String>,
@@ -95,8 +95,7 @@ impl<'e> MemoryGate<'e> {
     /// Embeds `query` once and prepares a gate with threshold `threshold`, `tags` (already
     /// checked and normalised, see [`super::params::CheckedLoop`]) and a verifier chain.
     pub fn new(engine: &'e Engine, query: &str, threshold: f32, tags: Vec<String>, chain: Chain) -> Result<Self> {
-        let query_tokens = engine.embedder().count_tokens(query)? as u64;
-        let qv = engine.embedder().embed_one(query)?;
+        let (qv, query_tokens) = engine.query_vector(query)?;
         Ok(MemoryGate {
             engine,
             query: qv,

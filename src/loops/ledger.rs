@@ -9,6 +9,9 @@
 //! in `ledger_errors`, and the loop goes on. The gate is the correctness guarantee; the ledger
 //! is observability.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -18,8 +21,7 @@ use super::verify::Rejected;
 use crate::engine::Engine;
 use crate::memory::{now_rfc3339, Kind};
 use crate::record::{RunParams, RunStatus};
-use crate::feed::Topic;
-use crate::storage::{LapRow, NewRow, RunRow};
+use crate::storage::{writer, LapRow, RunRow};
 
 /// The text of a lap's ledger memory: embedded for recall and counted as tokens. It holds no
 /// run id or clock, so its token count is predictable from the name, lap and detail.
@@ -196,9 +198,11 @@ pub enum Driver {
 /// The ledger of one run.
 pub struct Ledger<'e> {
     engine: &'e Engine,
-    run_id: String,
-    tags: Vec<String>,
-    errors: u64,
+    run_id: Arc<str>,
+    tags: Arc<[String]>,
+    /// Failed ledger writes, shared with the engine's ledger writer (which counts the laps it
+    /// could not store).
+    errors: Arc<AtomicU64>,
     /// A blocking run this ledger started and has not ended yet: if it is dropped so (a
     /// panic unwinding past the runner), the run is ended `error` rather than left open.
     open: bool,
@@ -210,7 +214,8 @@ impl<'e> Ledger<'e> {
     /// returned.
     pub fn start(engine: &'e Engine, name: &str, params: RunParams, driver: Driver, state: Option<String>) -> crate::Result<Self> {
         let run_id = new_run_id(name);
-        let mut ledger = Ledger { engine, tags: lap_tags(name, &run_id), run_id, errors: 0, open: driver == Driver::ThisProcess };
+        let mut ledger = Ledger::attach(engine, name, &run_id);
+        ledger.open = driver == Driver::ThisProcess;
         let (pid, proc_start) = match driver {
             Driver::ThisProcess => {
                 let pid = std::process::id();
@@ -219,7 +224,7 @@ impl<'e> Ledger<'e> {
             Driver::AnyProcess => (0, 0),
         };
         let row = RunRow {
-            run_id: ledger.run_id.clone(),
+            run_id: ledger.run_id.to_string(),
             name: name.to_string(),
             params,
             status: RunStatus::Running,
@@ -244,7 +249,7 @@ impl<'e> Ledger<'e> {
 
     /// The ledger of an existing run (an agent step).
     pub fn attach(engine: &'e Engine, name: &str, run_id: &str) -> Self {
-        Ledger { engine, run_id: run_id.to_string(), tags: lap_tags(name, run_id), errors: 0, open: false }
+        Ledger { engine, run_id: run_id.into(), tags: lap_tags(name, run_id).into(), errors: Arc::default(), open: false }
     }
 
     pub fn run_id(&self) -> &str {
@@ -253,14 +258,14 @@ impl<'e> Ledger<'e> {
 
     /// Ledger writes that failed so far.
     pub fn errors(&self) -> u64 {
-        self.errors
+        self.errors.load(Ordering::Acquire)
     }
 
     fn check<T>(&mut self, r: crate::Result<T>) -> Option<T> {
         match r {
             Ok(v) => Some(v),
             Err(e) => {
-                self.errors += 1;
+                self.errors.fetch_add(1, Ordering::AcqRel);
                 tracing::warn!(run_id = %self.run_id, "ledger write failed: {e}");
                 None
             }
@@ -275,39 +280,63 @@ impl<'e> Ledger<'e> {
     }
 
 
-    /// Records a lap of a blocking run: its structured row and its memory, in one commit. The
-    /// memory is stored without its vector, so an idle lap never runs the model: a background
-    /// embedder adds it ([`Engine::backfill_pending`]) and recall embeds it on the fly until then.
+    /// Records a lap of a blocking run: its structured row and its memory, committed together
+    /// by the engine's ledger writer with the laps of the process's other runs (within
+    /// [`crate::storage::writer::BATCH_WINDOW`]). The memory is stored without its vector, so
+    /// an idle lap never runs the model: a background embedder adds it
+    /// ([`Engine::backfill_pending`]) and recall embeds it on the fly until then.
     pub fn record_lap(&mut self, lap: &LapOutcome, score: Option<f64>, rejected: &[Rejected]) {
-        let row = lap.row(score, None, rejected);
-        let memory = NewRow { kind: Kind::Lap, content: &lap.text, tags: &self.tags, embedding: &[] };
-        let r = self.engine.store().lap_insert_with_memory(&self.run_id, &row, &memory);
-        if self.check(r).is_some() {
-            self.engine.announce(Topic::Ledger);
+        let queued = self.engine.ledger_writer().lap(writer::Lap {
+            run_id: Arc::clone(&self.run_id),
+            row: lap.row(score, None, rejected),
+            text: lap.text.clone(),
+            tags: Arc::clone(&self.tags),
+            failed: Arc::clone(&self.errors),
+        });
+        if !queued {
+            self.check::<()>(Err(crate::Error::Internal("the ledger writer is not running".into())));
         }
     }
 
     /// Adds the ledger memory of a lap whose row is already written (an agent step, whose row
     /// is decided and written under the database lock), stored without its vector.
     pub fn attach_lap_memory(&mut self, lap: &LapOutcome) {
-        let r = self.engine.insert_pending(Kind::Lap, &[(lap.text.as_str(), self.tags.clone())]);
+        let r = self.engine.insert_pending(Kind::Lap, &[(lap.text.as_str(), self.tags.to_vec())]);
         if let Some(id) = self.check(r).and_then(|v| v.first().map(|m| m.id)) {
             let r = self.engine.store().lap_set_memory(&self.run_id, lap.lap, id);
             self.check(r);
         }
     }
 
-    /// Records the end of the run and returns the result with `ledger_errors` filled in.
+    /// Records the end of the run, after all its laps, and returns the result with
+    /// `ledger_errors` filled in. Returns once the end is on disk (or failed).
     pub fn finish(mut self, mut result: RunResult) -> RunResult {
         self.open = false;
-        result.termination.ledger_errors = self.errors;
-        let json = serde_json::to_string(&result).unwrap_or_default();
-        let r = self.engine.store().run_finish(&self.run_id, result.status, &result.reason, result.laps, &json);
-        if self.check(r).is_none() {
-            result.termination.ledger_errors = self.errors;
+        let (done, stored) = std::sync::mpsc::sync_channel(1);
+        let snapshot = result.clone();
+        let queued = self.engine.ledger_writer().end(writer::End {
+            run_id: Arc::clone(&self.run_id),
+            status: result.status,
+            reason: result.reason.clone(),
+            laps: result.laps,
+            result: Box::new(move |errors| {
+                let mut r = snapshot;
+                r.termination.ledger_errors = errors;
+                serde_json::to_string(&r).unwrap_or_default()
+            }),
+            failed: Arc::clone(&self.errors),
+            done,
+        });
+        let r = if queued {
+            stored.recv().unwrap_or_else(|_| Err(crate::Error::Internal("the ledger writer stopped".into())))
         } else {
-            self.engine.announce(Topic::Ledger);
+            Err(crate::Error::Internal("the ledger writer is not running".into()))
+        };
+        if let Err(e) = r {
+            self.errors.fetch_add(1, Ordering::AcqRel);
+            tracing::warn!(run_id = %self.run_id, "ledger write failed: {e}");
         }
+        result.termination.ledger_errors = self.errors();
         result
     }
 
@@ -321,13 +350,27 @@ impl<'e> Ledger<'e> {
 
     fn end_with_error(&mut self, laps: i64, reason: &str, error: Option<&crate::Error>) {
         let result = json!({
-            "ok": false, "status": RunStatus::Error, "reason": reason, "laps": laps, "run_id": self.run_id,
+            "ok": false, "status": RunStatus::Error, "reason": reason, "laps": laps, "run_id": &*self.run_id,
             "error": error.map(|e| crate::ErrorEnvelope::from(e).error),
+        })
+        .to_string();
+        // Through the ledger writer when it runs, so the end lands after the run's queued laps.
+        let (done, stored) = std::sync::mpsc::sync_channel(1);
+        let queued = self.engine.ledger_writer().end(writer::End {
+            run_id: Arc::clone(&self.run_id),
+            status: RunStatus::Error,
+            reason: reason.to_string(),
+            laps,
+            result: Box::new(move |_| result),
+            failed: Arc::clone(&self.errors),
+            done,
         });
-        let r = self.engine.store().run_finish(&self.run_id, RunStatus::Error, reason, laps, &result.to_string());
-        if self.check(r).is_some() {
-            self.engine.announce(Topic::Ledger);
-        }
+        let r = if queued {
+            stored.recv().unwrap_or_else(|_| Err(crate::Error::Internal("the ledger writer stopped".into())))
+        } else {
+            Err(crate::Error::Internal("the ledger writer is not running".into()))
+        };
+        self.check(r);
     }
 }
 

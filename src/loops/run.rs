@@ -27,7 +27,7 @@ use super::ledger::{self, Driver, LapInput, Ledger};
 use super::params::CheckedLoop;
 use super::result::{LapEvent, Match, RunResult, Termination};
 use crate::engine::Engine;
-use crate::feed::Signal;
+use crate::feed::{Feed, Signal};
 use crate::memory::Hit;
 use crate::record::{RunParams, RunStatus};
 use crate::Result;
@@ -90,11 +90,11 @@ pub fn run(
     let params = RunParams { limits: limits.clone(), gate: spec.gate.clone() };
     // The watch starts before lap 1 and the generation is read before each look at the store,
     // so no commit can slip between a lap and the wait after it.
-    let signal = if gate.waits() { engine.feed().map(|f| Arc::clone(f.gate())) } else { None };
-    if let Some(s) = &signal {
-        cancel.attach(s);
+    let feed = if gate.waits() { engine.feed() } else { None };
+    if let Some(f) = &feed {
+        cancel.attach(f.gate());
     }
-    let mut generation = signal.as_ref().map_or(0, |s| s.generation());
+    let mut generation = feed.as_ref().map_or(0, |f| f.gate().generation());
     let mut ledger = Ledger::start(engine, &spec.name, params, Driver::ThisProcess, None)?;
     let mut tokens: u64 = 0;
     let mut stalled: i64 = 0;
@@ -138,8 +138,8 @@ pub fn run(
         }
         if gate.waits() {
             let next = (Instant::now() + Duration::from_secs_f64(limits.poll_interval_s)).min(deadline);
-            let cancelled = match &signal {
-                Some(s) => or_fail!(ledger, lap, wait_for_change(engine, ledger.run_id(), cancel, gate, s, &mut generation, next)),
+            let cancelled = match &feed {
+                Some(f) => or_fail!(ledger, lap, wait_for_change(engine, ledger.run_id(), cancel, gate, f, &mut generation, next)),
                 None => sleep_until(engine, ledger.run_id(), cancel, next),
             };
             if cancelled {
@@ -194,18 +194,25 @@ fn cancelled(engine: &Engine, run_id: &str, cancel: &Cancel) -> bool {
 
 /// Waits on the change feed until the next poll (`next`), a cancellation (returns true) or a
 /// change that brings a new candidate (returns false: evaluate a lap now). `generation` is
-/// the feed generation already looked at; it is moved on before each look.
+/// the feed generation already looked at; it is moved on before each look. The store's
+/// cancel flag is read once per wait (the fallback for a writer that does not announce) and
+/// again only after a control announcement, so a burst of memories costs no cancel reads.
 fn wait_for_change(
     engine: &Engine,
     run_id: &str,
     cancel: &Cancel,
     gate: &mut dyn Gate,
-    signal: &Signal,
+    feed: &Feed,
     generation: &mut u64,
     next: Instant,
 ) -> Result<bool> {
+    let signal = feed.gate();
+    let mut control = feed.control_generation();
+    if cancelled(engine, run_id, cancel) {
+        return Ok(true);
+    }
     loop {
-        if cancelled(engine, run_id, cancel) {
+        if cancel.requested() {
             return Ok(true);
         }
         if Instant::now() >= next {
@@ -215,8 +222,12 @@ fn wait_for_change(
         let now = signal.wait_past(*generation, next);
         if now != *generation {
             *generation = now;
-            if cancelled(engine, run_id, cancel) {
-                return Ok(true);
+            let c = feed.control_generation();
+            if c != control {
+                control = c;
+                if cancelled(engine, run_id, cancel) {
+                    return Ok(true);
+                }
             }
             if gate.probe()? {
                 return Ok(false);

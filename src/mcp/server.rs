@@ -248,9 +248,13 @@ impl SlmServer {
         let cancel = Arc::new(Cancel::default());
         let engine = Arc::clone(&self.engine);
         let job_cancel = Arc::clone(&cancel);
+        // Without a progress token nobody hears about laps: do not wake this task for each.
+        let forward = token.is_some();
         let mut job = tokio::task::spawn_blocking(move || {
             f(&engine, &job_cancel, &mut |e| {
-                let _ = tx.send(e.clone());
+                if forward {
+                    let _ = tx.send(e.clone());
+                }
             })
         });
         let notify = |e: LapEvent| {

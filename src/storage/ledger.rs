@@ -1,7 +1,8 @@
 //! SQL for the loop ledger: run records and lap records.
 //!
 //! The loop engine ([`crate::loops`]) decides what to record; this file only knows how. Each
-//! write is its own short transaction. History and show are indexed reads: history walks
+//! write is its own short transaction, except
+//! the laps and ends of blocking runs, which the ledger writer commits in batches. History and show are indexed reads: history walks
 //! `loop_runs` by rowid (start order) or by the `name` index, show is a primary-key range on
 //! `loop_laps`, so both stay fast with millions of laps.
 
@@ -42,6 +43,23 @@ pub struct LapRow {
     pub memory_id: Option<i64>,
     /// Candidates the gate's verifiers rejected on this lap (JSON array), if any.
     pub rejected: Option<String>,
+}
+
+/// One lap of a blocking run to record, with its ledger memory.
+pub struct LapWrite<'a> {
+    pub run_id: &'a str,
+    pub lap: &'a LapRow,
+    pub memory: super::NewRow<'a>,
+}
+
+/// The end of a run to record.
+pub struct RunEnd<'a> {
+    pub run_id: &'a str,
+    pub status: RunStatus,
+    pub reason: &'a str,
+    pub laps: i64,
+    /// The result JSON.
+    pub result: &'a str,
 }
 
 const RUN_COLUMNS: &str =
@@ -132,24 +150,48 @@ impl Store {
         Ok(())
     }
 
-    /// Records one lap of a blocking run with its ledger memory (`memory`, stored without a
-    /// vector when its embedding is empty) in one transaction: one commit per lap keeps idle
-    /// laps cheap. Returns the memory's id.
-    pub fn lap_insert_with_memory(&mut self, run_id: &str, lap: &LapRow, memory: &super::NewRow<'_>) -> Result<i64> {
+    /// Records laps of blocking runs, each with its ledger memory (stored without a vector
+    /// when its embedding is empty), in one transaction: the ledger writer
+    /// ([`super::writer`]) gathers the laps of every run in the process, so idle laps cost a
+    /// share of one commit, not a commit each.
+    pub fn laps_insert_with_memory(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
         let path = self.path.clone();
         let db_err = |source| crate::Error::Database { path: path.clone(), source };
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
-        let (id, _) = super::insert_row(&tx, memory, &lap.ts).map_err(db_err)?;
-        tx.execute(
-            "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![run_id, lap.lap, lap.ts, lap.decision, lap.passed, lap.detail, lap.score, lap.budget, id, lap.rejected],
-        )
-        .map_err(db_err)?;
-        tx.execute("UPDATE loop_runs SET laps = max(laps, ?2) WHERE run_id = ?1", params![run_id, lap.lap])
+        for w in laps {
+            let (id, _) = super::insert_row(&tx, &w.memory, &w.lap.ts).map_err(db_err)?;
+            let lap = w.lap;
+            tx.prepare_cached(
+                "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![w.run_id, lap.lap, lap.ts, lap.decision, lap.passed, lap.detail, lap.score, lap.budget, id, lap.rejected])
+            })
             .map_err(db_err)?;
+            tx.prepare_cached("UPDATE loop_runs SET laps = max(laps, ?2) WHERE run_id = ?1")
+                .and_then(|mut st| st.execute(params![w.run_id, lap.lap]))
+                .map_err(db_err)?;
+        }
         tx.commit().map_err(db_err)?;
-        Ok(id)
+        Ok(())
+    }
+
+    /// Records the ends of runs in one transaction.
+    pub fn runs_finish(&mut self, ends: &[RunEnd<'_>]) -> Result<()> {
+        let path = self.path.clone();
+        let db_err = |source| crate::Error::Database { path: path.clone(), source };
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
+        let now = crate::memory::now_rfc3339();
+        for e in ends {
+            tx.prepare_cached(
+                "UPDATE loop_runs SET status = ?2, reason = ?3, laps = ?4, ended_at = ?5, result = ?6 WHERE run_id = ?1",
+            )
+            .and_then(|mut st| st.execute(params![e.run_id, e.status.as_str(), e.reason, e.laps, now, e.result]))
+            .map_err(db_err)?;
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(())
     }
 
     /// Records a run's end.

@@ -9,8 +9,9 @@
 
 mod ledger;
 mod schema;
+pub mod writer;
 
-pub use ledger::{LapRow, RunRow, StepWrite};
+pub use ledger::{LapRow, LapWrite, RunEnd, RunRow, StepWrite};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -58,3 +58,15 @@ fn python_sdk_gate_verifies_candidates_and_refuses_cmd_verifiers() {
     assert!(v["facts"]["rule"].as_str().unwrap().starts_with("polarity:"), "{v}");
     assert_eq!(v["facts"]["verified_by"], serde_json::json!(["guard"]));
 }
+
+#[test]
+fn python_sdk_fifty_loops_in_one_server_record_every_lap() {
+    let v = scenario("many_loops");
+    assert_eq!(v["facts"]["runs"], 50, "{v}");
+}
+
+#[test]
+fn python_sdk_a_burst_of_unrelated_writes_ends_no_loop_early() {
+    let v = scenario("burst");
+    assert_eq!(v["facts"]["laps"].as_array().map(Vec::len), Some(10), "{v}");
+}

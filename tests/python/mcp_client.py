@@ -222,6 +222,64 @@ async def scenario_gate():
                 "verified_by": ok["match"]["verified_by"]}
 
 
+async def scenario_many_loops():
+    """50 loops in one server at the 0.25 s poll floor for 2 s: the ledger writer batches
+    their laps, and every lap of every run is stored, numbered 1..n, with its lap memory."""
+    async with _Stack() as stack:
+        s = await session_for(stack, "code")
+        results = {}
+
+        async def run(i):
+            r = await s.call_tool("slm_loop_run", {
+                "name": f"many-{i}", "gate_query": f"the batch job {i} finished", "gate_min_score": 0.99,
+                "poll_interval_s": 0.25, "max_wallclock_s": 2, "max_iterations": 200})
+            results[i] = structured(r)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(run, i)
+        total = 0
+        for i, r in sorted(results.items()):
+            assert r["status"] == "max_wallclock" and r["termination"]["ledger_errors"] == 0, r
+            assert r["laps"] >= 3, r  # 2 s at a 0.25 s poll
+            shown = structured(await s.call_tool("slm_loop_show", {"run_id": r["run_id"], "limit": 1000}))
+            assert [lap["lap"] for lap in shown["laps"]] == list(range(1, r["laps"] + 1)), (r, shown["laps"])
+            assert shown["laps"][-1]["decision"] == "max_wallclock", shown["laps"][-1]
+            hist = structured(await s.call_tool("slm_loop_history", {"name": f"many-{i}"}))
+            assert hist["runs"][0]["laps"] == r["laps"], hist
+            total += r["laps"]
+        for i in (0, 25, 49):
+            hits = structured(await s.call_tool("recall", {"query": "batch job", "tags": [f"loop:many-{i}"], "limit": 100}))
+            assert len(hits["hits"]) == results[i]["laps"], (i, len(hits["hits"]), results[i]["laps"])
+        return {"runs": len(results), "laps": total}
+
+
+async def scenario_burst():
+    """500 unrelated writes while 10 loops wait (poll 1 s, 4 s): no loop gains laps from them."""
+    async with _Stack() as stack:
+        s = await session_for(stack, "code")
+        results = {}
+
+        async def run(i):
+            r = await s.call_tool("slm_loop_run", {
+                "name": f"burst-{i}", "gate_query": f"the security audit of release {i} signed off",
+                "gate_min_score": 0.95, "poll_interval_s": 1, "max_wallclock_s": 4, "max_iterations": 6})
+            results[i] = structured(r)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(10):
+                tg.start_soon(run, i)
+            await anyio.sleep(0.5)
+            for n in range(500):
+                await s.call_tool("remember", {"content": f"gardening tip number {n}: water the roses early"})
+        for r in results.values():
+            # 4 s at a 1 s poll: laps at about 0, 1, 2, 3 and the deadline lap at 4. With the
+            # writes counted as laps, max_iterations (6) would end them first.
+            assert r["status"] == "max_wallclock", r
+            assert r["laps"] <= 6, r
+        return {"laps": sorted(r["laps"] for r in results.values())}
+
+
 async def main():
     fn = globals()["scenario_" + SCENARIO]
     facts = await fn()
