@@ -4,6 +4,10 @@
 //! the rest are imported. Valid lines are embedded and written in batches of [`BATCH`]: one
 //! model call per 64 texts and one short write transaction per batch, which keeps other
 //! processes' writes flowing during a long import.
+//!
+//! An import that fails part-way (a full disk, any store error) keeps what it committed and
+//! returns [`ImportStopped`]: the summary so far, with the last line whose batch committed.
+//! Re-running the same import resumes it, since stored lines are deduplicated.
 
 use std::io::BufRead;
 
@@ -42,6 +46,21 @@ pub struct ImportSummary {
     pub deduped: usize,
     /// Lines rejected, with their 1-based numbers.
     pub skipped: Vec<SkippedLine>,
+    /// Every line up to this 1-based number is stored, deduplicated or skipped (0: none).
+    pub last_committed_line: usize,
+}
+
+/// An import that stopped on an error after committing `summary`.
+#[derive(Debug)]
+pub struct ImportStopped {
+    pub summary: ImportSummary,
+    pub error: crate::Error,
+}
+
+impl From<ImportStopped> for crate::Error {
+    fn from(s: ImportStopped) -> Self {
+        s.error
+    }
 }
 
 /// Collects validated items into batches and writes each batch, counting what happened.
@@ -49,17 +68,20 @@ struct Batcher<'e> {
     engine: &'e Engine,
     batch: Vec<(String, Vec<String>)>,
     summary: ImportSummary,
+    /// The number of the last line taken (what a successful flush commits through).
+    last_line: usize,
 }
 
 impl<'e> Batcher<'e> {
     fn new(engine: &'e Engine) -> Self {
-        Batcher { engine, batch: Vec::with_capacity(BATCH), summary: ImportSummary::default() }
+        Batcher { engine, batch: Vec::with_capacity(BATCH), summary: ImportSummary::default(), last_line: 0 }
     }
 
     /// Takes item number `line` (1-based): validated, it joins the batch; otherwise it is
     /// reported. Returns true when a full batch was written.
     fn push(&mut self, line: usize, item: std::result::Result<(String, Vec<String>), String>) -> Result<bool> {
         self.summary.lines += 1;
+        self.last_line = line;
         match item.and_then(|(content, tags)| validate(content, &tags)) {
             Ok(item) => self.batch.push(item),
             Err(error) => self.summary.skipped.push(SkippedLine { line, error }),
@@ -73,6 +95,7 @@ impl<'e> Batcher<'e> {
 
     fn flush(&mut self) -> Result<()> {
         if self.batch.is_empty() {
+            self.summary.last_committed_line = self.last_line;
             return Ok(());
         }
         let items: Vec<(&str, Vec<String>)> = self.batch.iter().map(|(c, t)| (c.as_str(), t.clone())).collect();
@@ -84,12 +107,19 @@ impl<'e> Batcher<'e> {
             }
         }
         self.batch.clear();
+        self.summary.last_committed_line = self.last_line;
         Ok(())
     }
 
-    fn finish(mut self) -> Result<ImportSummary> {
-        self.flush()?;
-        Ok(self.summary)
+    fn finish(mut self) -> Result<ImportSummary, ImportStopped> {
+        match self.flush() {
+            Ok(()) => Ok(self.summary),
+            Err(e) => Err(self.stopped(e)),
+        }
+    }
+
+    fn stopped(self, error: crate::Error) -> ImportStopped {
+        ImportStopped { summary: self.summary, error }
     }
 }
 
@@ -106,15 +136,22 @@ pub fn import_items(engine: &Engine, items: impl IntoIterator<Item = (String, Ve
     for (i, item) in items.into_iter().enumerate() {
         b.push(i + 1, Ok(item))?;
     }
-    b.finish()
+    Ok(b.finish()?)
 }
 
 /// Imports every line of `reader`; `progress` is called with the bytes consumed so far.
-pub fn import_jsonl(engine: &Engine, reader: impl BufRead, progress: &mut dyn FnMut(u64)) -> Result<ImportSummary> {
+pub fn import_jsonl(
+    engine: &Engine,
+    reader: impl BufRead,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ImportSummary, ImportStopped> {
     let mut b = Batcher::new(engine);
     let mut consumed = 0u64;
     for (i, line) in reader.split(b'\n').enumerate() {
-        let raw = line.map_err(|e| crate::Error::io("cannot read the import file", e))?;
+        let raw = match line {
+            Ok(raw) => raw,
+            Err(e) => return Err(b.stopped(crate::Error::io("cannot read the import file", e))),
+        };
         consumed += raw.len() as u64 + 1;
         let item = match std::str::from_utf8(&raw) {
             Ok(t) if t.trim().is_empty() => continue,
@@ -123,8 +160,10 @@ pub fn import_jsonl(engine: &Engine, reader: impl BufRead, progress: &mut dyn Fn
                 .map_err(|e| format!("invalid JSON object: {e}")),
             Err(e) => Err(format!("not UTF-8: {e}")),
         };
-        if b.push(i + 1, item)? {
-            progress(consumed);
+        match b.push(i + 1, item) {
+            Ok(true) => progress(consumed),
+            Ok(false) => {}
+            Err(e) => return Err(b.stopped(e)),
         }
     }
     let summary = b.finish()?;

@@ -258,6 +258,10 @@ impl<'e> Ledger<'e> {
             Err(e) => {
                 self.errors += 1;
                 tracing::warn!(run_id = %self.run_id, "ledger write failed: {e}");
+                if self.errors == 1 {
+                    // Fail-open must not be silent: once per run, whatever the log level.
+                    eprintln!("slm: warning: run {}: the ledger cannot be written ({e}); the loop goes on without it", self.run_id);
+                }
                 None
             }
         }
