@@ -620,3 +620,32 @@ fn to_memory((id, kind, content, created_at, tags): RawRow) -> Result<Memory> {
     let tags = tags.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default();
     Ok(Memory { id, content, tags, created_at, kind: Kind::parse(&kind)? })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tag filters are one statement at any tag count: a row carrying 700 tags is found by
+    /// all of them (a compound SELECT per tag stopped at 500, an EXISTS per tag at ~1000).
+    #[test]
+    fn tag_filters_work_at_any_count() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join(DB_FILE)).unwrap();
+        let mut tags: Vec<String> = (0..1200).map(|i| format!("tag{i:04}")).collect();
+        tags.sort();
+        let v = vec![0.0f32; crate::embed::DIM];
+        let rows = [
+            NewRow { kind: Kind::Memory, content: "all of them", tags: &tags, embedding: &v },
+            NewRow { kind: Kind::Memory, content: "most of them", tags: &tags[1..], embedding: &v },
+        ];
+        let ids: Vec<i64> = store.insert(&rows).unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(store.ids_with_all_tags(&tags).unwrap(), vec![ids[0]]);
+        assert_eq!(store.ids_with_all_tags(&tags[1..]).unwrap(), ids);
+        assert_eq!(store.ids_with_all_tags_in(&tags[1..], ids[0], i64::MAX).unwrap(), vec![ids[1]]);
+        let listed: Vec<i64> = store.list(&tags, None, 10, None).unwrap().iter().map(|m| m.id).collect();
+        assert_eq!(listed, vec![ids[0]]);
+        let listed: Vec<i64> = store.list(&tags[1..], None, 10, None).unwrap().iter().map(|m| m.id).collect();
+        assert_eq!(listed, vec![ids[1], ids[0]]);
+        assert!(store.list(&["absent".to_string()], None, 10, None).unwrap().is_empty());
+    }
+}

@@ -12,6 +12,7 @@ mod deps;
 mod errors;
 mod feed;
 mod gate_verify;
+mod hard_edges_store;
 mod import;
 mod loops;
 mod mcp_inproc;
