@@ -57,8 +57,8 @@ pub struct ImportStopped {
     pub error: crate::Error,
 }
 
-impl From<ImportStopped> for crate::Error {
-    fn from(s: ImportStopped) -> Self {
+impl From<Box<ImportStopped>> for crate::Error {
+    fn from(s: Box<ImportStopped>) -> Self {
         s.error
     }
 }
@@ -111,15 +111,15 @@ impl<'e> Batcher<'e> {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<ImportSummary, ImportStopped> {
+    fn finish(mut self) -> Result<ImportSummary, Box<ImportStopped>> {
         match self.flush() {
             Ok(()) => Ok(self.summary),
             Err(e) => Err(self.stopped(e)),
         }
     }
 
-    fn stopped(self, error: crate::Error) -> ImportStopped {
-        ImportStopped { summary: self.summary, error }
+    fn stopped(self, error: crate::Error) -> Box<ImportStopped> {
+        Box::new(ImportStopped { summary: self.summary, error })
     }
 }
 
@@ -144,7 +144,7 @@ pub fn import_jsonl(
     engine: &Engine,
     reader: impl BufRead,
     progress: &mut dyn FnMut(u64),
-) -> Result<ImportSummary, ImportStopped> {
+) -> Result<ImportSummary, Box<ImportStopped>> {
     let mut b = Batcher::new(engine);
     let mut consumed = 0u64;
     for (i, line) in reader.split(b'\n').enumerate() {

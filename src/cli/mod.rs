@@ -423,8 +423,9 @@ fn import(g: &Global, out: &output::Printer, file: &std::path::Path) -> slm::Res
     let summary = match summary {
         Ok(s) => s,
         Err(stopped) => {
-            let code = report_error(&stopped.error, g.json);
-            out.import_stopped(&stopped.summary);
+            let slm::import::ImportStopped { summary, error } = *stopped;
+            let code = report_error(&error, g.json);
+            out.import_stopped(&summary);
             return Ok(code);
         }
     };

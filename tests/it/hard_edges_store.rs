@@ -197,7 +197,6 @@ fn a_read_only_data_root_serves_every_read_and_refuses_writes_by_name() {
     let r: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(r["result"]["isError"], false, "{r}");
     assert_eq!(r["result"]["structuredContent"]["hits"][0]["id"], id, "{r}");
-    drop(send);
     drop(stdin);
     let _ = child.wait();
 
