@@ -21,6 +21,7 @@ use crate::feed::{Feed, Topic};
 use crate::index::exact::Sweep;
 use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
+use crate::mirror::{IndexFiles, Mirror, ProgressFn, STORE_ID_META};
 use crate::storage::{dedup_key, NewRow, Store, DB_FILE, SCHEMA_VERSION};
 use crate::{Error, Result};
 
@@ -139,6 +140,10 @@ pub struct Engine {
     store: Mutex<Store>,
     embedder: Arc<dyn Embedder>,
     index: Searcher,
+    /// The derived vector files that back the searcher in large stores.
+    mirror: Mirror,
+    /// The store's id is recorded (done at the first write of this process).
+    store_id_set: std::sync::atomic::AtomicBool,
     /// The change feed, started by the first loop that waits (None: polling only).
     feed: OnceLock<Option<Arc<Feed>>>,
     /// Blocking loop runs in progress in this process (background work yields to them).
@@ -170,7 +175,13 @@ impl Engine {
                 });
             }
         }
-        Ok(Engine { root: root.dir.clone(), store: Mutex::new(store), embedder, index: Searcher::new(),
+        Ok(Engine {
+            root: root.dir.clone(),
+            store: Mutex::new(store),
+            embedder,
+            index: Searcher::new(),
+            mirror: Mirror::new(&root.dir),
+            store_id_set: std::sync::atomic::AtomicBool::new(false),
             feed: OnceLock::new(),
             running_loops: AtomicUsize::new(0),
         })
@@ -252,14 +263,25 @@ impl Engine {
     /// Stores rows of `kind` whose content and tags are already validated and normalised.
     /// Used by `remember` and by the loop ledger.
     pub fn insert_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, true)
+        self.write_rows(kind, rows, true, &[])
+    }
+
+    /// Like [`Engine::insert_rows`], with vectors the caller already has: `given[i]`, when
+    /// present, is row `i`'s unit vector (384-d) and the model is not run for it (import).
+    pub fn insert_rows_given(&self, kind: Kind, rows: &[(&str, Vec<String>)], given: &[Option<&[f32]>]) -> Result<Vec<Remembered>> {
+        self.write_rows(kind, rows, true, given)
     }
 
     /// Stores rows without embedding them (no model load): a later [`Engine::backfill_pending`]
     /// adds their vectors, and until then recall embeds them on the fly. Only for ledger laps,
     /// which no gate ever reads, so a missing vector can never change a gate's decision.
     pub fn insert_pending(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, false)
+        self.write_rows(kind, rows, false, &[])
+    }
+
+    /// Prepares this engine for a long series of batch writes (an import): a larger page cache.
+    pub fn prepare_bulk(&self) -> Result<()> {
+        self.store().bulk_cache()
     }
 
     /// Embeds and stores the vectors of up to `max` rows stored without one; returns how many.
@@ -284,36 +306,53 @@ impl Engine {
         Ok(done)
     }
 
-    fn write_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)], embed: bool) -> Result<Vec<Remembered>> {
+    fn write_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)], embed: bool, given: &[Option<&[f32]>]) -> Result<Vec<Remembered>> {
         // Read-only media: fail before the model loads, naming the cause.
         self.store().writable()?;
         // Skip the model for rows already stored: a dedup costs a lookup, not an inference.
         let keys: Vec<[u8; 32]> = rows.iter().map(|(c, t)| dedup_key(kind, c, t)).collect();
         let mut known = Vec::with_capacity(rows.len());
-        {
+        // With every vector given there is no model call to save: the insert itself finds
+        // the rows already stored (ON CONFLICT), without a lookup per row first.
+        if embed && rows.len() == given.len() && given.iter().all(Option::is_some) {
+            known.resize(rows.len(), None);
+        } else {
             let store = self.store();
             for k in &keys {
                 known.push(store.find_dedup(k)?);
             }
         }
+        if let Some(v) = given.iter().flatten().find(|v| v.len() != crate::embed::DIM) {
+            return Err(Error::invalid("embedding", v.len(), format!("must have {} numbers", crate::embed::DIM)));
+        }
         let fresh: Vec<usize> = (0..rows.len()).filter(|&i| known[i].is_none()).collect();
-        let texts: Vec<&str> = fresh.iter().map(|&i| rows[i].0).collect();
-        let vectors = if embed { Some(self.embedder.embed(&texts)?) } else { None };
+        let given_at = |i: usize| given.get(i).copied().flatten();
+        // Only rows that came without a vector go through the model.
+        let to_embed: Vec<usize> = fresh.iter().copied().filter(|&i| given_at(i).is_none()).collect();
+        let texts: Vec<&str> = to_embed.iter().map(|&i| rows[i].0).collect();
+        let vectors = if embed && !texts.is_empty() { Some(self.embedder.embed(&texts)?) } else { None };
+        let embedded_row = |i: usize| to_embed.binary_search(&i).ok();
         let new_rows: Vec<NewRow<'_>> = fresh
             .iter()
-            .enumerate()
-            .map(|(n, &i)| NewRow {
+            .map(|&i| NewRow {
                 kind,
                 content: rows[i].0,
                 tags: &rows[i].1,
                 // Rows of an embedder's matrix are contiguous (standard layout).
-                embedding: vectors.as_ref().and_then(|m| m.row(n).to_slice()).unwrap_or(&[]),
+                embedding: match given_at(i) {
+                    Some(v) => v,
+                    None => embedded_row(i)
+                        .and_then(|n| vectors.as_ref().and_then(|m| m.row(n).to_slice()))
+                        .unwrap_or(&[]),
+                },
             })
             .collect();
         let inserted = {
             let mut store = self.store();
-            if !new_rows.is_empty() {
+            if !new_rows.is_empty() && !self.store_id_set.load(Ordering::Acquire) {
                 store.meta_init(MODEL_META, self.embedder.model_name())?;
+                store.meta_init(STORE_ID_META, &new_store_id())?;
+                self.store_id_set.store(true, Ordering::Release);
             }
             store.insert(&new_rows)?
         };
@@ -352,6 +391,7 @@ impl Engine {
 
     /// Loads rows other processes committed since the last call into the searcher.
     pub fn refresh(&self) -> Result<()> {
+        self.mirror.sync(&self.store, &self.index)?;
         self.index.catch_up(|after, visit| self.store().vectors_after(after, None, visit))?;
         Ok(())
     }
@@ -372,6 +412,7 @@ impl Engine {
             let present: std::collections::HashSet<i64> = rows.iter().map(|m| m.id).collect();
             let gone: Vec<i64> = ids.into_iter().filter(|id| !present.contains(id)).collect();
             self.index.tombstone(&gone);
+            self.mirror.note_forgotten(&gone);
             if extra.iter().any(|(id, _)| gone.contains(id)) {
                 return self.search(qv, limit, filter);
             }
@@ -424,6 +465,48 @@ impl Engine {
     /// Records that rows were forgotten (seen from another process), so searches skip them.
     pub fn tombstone(&self, ids: &[i64]) {
         self.index.tombstone(ids);
+        self.mirror.note_forgotten(ids);
+    }
+
+    /// Reports the progress of long index work (first catch-up of a large store, rebuilds)
+    /// to `f(done, total)`; the CLI draws a progress bar with it on a terminal.
+    pub fn set_progress(&self, f: ProgressFn) {
+        self.mirror.set_progress(f);
+    }
+
+    /// The state of the data root's derived vector files (`slm index`). Reads only.
+    pub fn index_files(&self) -> Result<IndexFiles> {
+        self.mirror.status(&self.store(), &self.root)
+    }
+
+    /// Checks the search against brute force on `n` queries (half random unit vectors, half
+    /// stored vectors with noise), 10 deep: returns `(queries, mismatches)`. `slm index verify`.
+    pub fn verify_index(&self, n: usize) -> Result<(usize, usize)> {
+        self.refresh()?;
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut r = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        let mut queries = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut v: Vec<f32> = match self.index.sample(i.wrapping_mul(7919)) {
+                Some(base) if i % 2 == 1 => base.iter().map(|x| x + 0.03 * r()).collect(),
+                _ => (0..crate::embed::DIM).map(|_| r()).collect(),
+            };
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+            v.iter_mut().for_each(|x| *x /= norm);
+            queries.push(v);
+        }
+        Ok((n, self.index.verify(&queries, 10)))
+    }
+
+    /// Rewrites the derived vector files from the store (`slm index rebuild`), dropping
+    /// forgotten rows, and uses them from now on.
+    pub fn rebuild_index(&self) -> Result<IndexFiles> {
+        self.mirror.rebuild(&self.store, &self.index)
     }
 
     /// Memories newest first (`limit` ≤ 1000), optionally filtered by tags, kind and paging.
@@ -453,6 +536,7 @@ impl Engine {
             store.forget(ids)?
         };
         self.index.tombstone(&gone);
+        self.mirror.note_forgotten(&gone);
         self.announce(Topic::Memories);
         Ok(gone)
     }
@@ -486,6 +570,17 @@ impl Engine {
             integrity: store.integrity().unwrap_or("not checked").to_string(),
         })
     }
+}
+
+/// A fresh random store id: 32 hex digits from the OS RNG (a clock-and-pid fallback keeps a
+/// write from failing where no RNG answers; the id only has to differ between stores).
+fn new_store_id() -> String {
+    let mut b = [0u8; 16];
+    if getrandom::fill(&mut b).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        b = (t ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn to_hits(candidates: &[Scored], rows: Vec<Memory>) -> Vec<Hit> {

@@ -31,6 +31,7 @@ pub mod loops;
 pub mod mcp;
 pub mod serve;
 pub mod memory;
+pub mod mirror;
 pub mod nli;
 pub mod record;
 pub mod spaces;

@@ -5,6 +5,7 @@
 //! MCP tools. Exit codes: 0 ok, 1 operational failure or not found, 2 invalid input (clap's
 //! own usage errors also exit 2).
 
+mod index;
 mod loops;
 mod output;
 
@@ -147,6 +148,12 @@ enum Command {
         #[arg(long)]
         open: bool,
     },
+    /// The derived vector files (memory-mapped copies of the store's vectors): their state, or
+    /// `slm index rebuild` to rewrite them.
+    Index {
+        #[command(subcommand)]
+        cmd: Option<index::IndexCommand>,
+    },
     /// Where the agent plugin lives, to install it in Claude Code or Codex.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -156,7 +163,8 @@ enum Command {
     /// Precompute the optimised model files (scripts/setup.sh runs this once).
     #[command(hide = true)]
     PrepareModel,
-    /// Bulk-remember a JSON Lines file of {"content": "...", "tags": [...]} objects.
+    /// Bulk-remember a JSON Lines file of {"content": "...", "tags": [...], "embedding": [...]}
+    /// objects (tags and embedding optional; an embedding is 384 numbers from the same model).
     #[command(after_help = "Exit codes: 0 every line imported; 2 some lines were skipped (the rest is stored) or invalid input; 1 operational failure.")]
     Import {
         /// The .jsonl file ("-" for standard input).
@@ -269,7 +277,29 @@ pub fn report_error(e: &Error, json: bool) -> i32 {
 
 fn open(global: &Global) -> slm::Result<Engine> {
     let root = DataRoot::resolve(global.data_dir.clone())?;
-    Engine::open(&root, Arc::new(OnnxEmbedder::locate()))
+    let engine = Engine::open(&root, Arc::new(OnnxEmbedder::locate()))?;
+    attach_progress(&engine, global.json, "indexing vectors");
+    Ok(engine)
+}
+
+/// Shows long index work (the first search of a large store without derived files, a
+/// rebuild) as a progress line on a terminal; nothing otherwise.
+fn attach_progress(engine: &Engine, json: bool, what: &'static str) {
+    if json || !std::io::stderr().is_terminal() {
+        return;
+    }
+    let bar: Arc<std::sync::OnceLock<indicatif::ProgressBar>> = Arc::default();
+    engine.set_progress(Arc::new(move |done, _| {
+        let b = bar.get_or_init(|| {
+            let b = indicatif::ProgressBar::new_spinner();
+            if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg}: {pos} rows ({per_sec})") {
+                b.set_style(style);
+            }
+            b.set_message(what);
+            b
+        });
+        b.set_position(done);
+    }));
 }
 
 fn dispatch(cli: Cli) -> slm::Result<i32> {
@@ -303,6 +333,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             }
         }
         Command::Import { file } => return import(g, &out, &file),
+        Command::Index { cmd } => return index::dispatch(&open(g)?, cmd, g.json),
         Command::Dashboard { port, bind, allow_remote, token_file, allow_hosts, open: open_browser } => {
             let o = slm::dashboard::Options {
                 bind,

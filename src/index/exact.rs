@@ -3,13 +3,21 @@
 //! Two shapes of question: [`top_k`] (the best k, for recall) and [`sweep`] (every row at or
 //! above a threshold, plus the best row and how many were eligible, for loop gates, which
 //! must never miss a row above their threshold). Below [`PARALLEL_MIN`] rows a single thread
-//! is fastest; above it the scan is split across rayon's threads. Results are sorted best
-//! first, ties broken by the newer id.
+//! is fastest; above it the scan is split across rayon's threads. Rows in the mapped base are
+//! read through their int8 copy first ([`super::quant`]): each gets an interval that holds
+//! its exact cosine, only rows whose interval can still matter are rescored from their `f32`
+//! vectors, so the answer is the same as a full `f32` scan while reading a quarter of the
+//! bytes. Results are sorted best first, ties broken by the newer id.
 
 use rayon::prelude::*;
 
+use super::derived::WINDOW;
+use super::quant;
 use super::{Filter, Scored, VectorSet};
 use crate::spaces::cosine;
+
+/// Below this many base rows in a scan, the quantised pass is not worth its set-up.
+pub const QUANT_MIN: usize = 4_096;
 
 /// Below this many candidates, a parallel scan costs more than it saves.
 pub const PARALLEL_MIN: usize = 16_384;
@@ -71,6 +79,11 @@ impl Positions {
 
 /// The best `k` rows of `set` for query `q` under `filter`, scored exactly.
 pub fn top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>) -> Vec<Scored> {
+    if let Some(split) = quant_split(set, filter) {
+        let mut hits = quant_top_k(set, q, k, filter, split.clone());
+        hits.extend((split.end..set.len()).filter_map(|p| score_at(set, p, q, filter)));
+        return truncate_best(hits, k);
+    }
     let pos = positions(set, filter);
     if pos.len() < PARALLEL_MIN {
         let hits = set.admitted(filter).filter_map(|p| score_at(set, p, q, filter)).collect();
@@ -94,6 +107,13 @@ pub fn top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>) -> Vec<S
         Positions::Listed(v) => v.into_par_iter().fold(Vec::new, fold).reduce(Vec::new, merge),
         Positions::Range(r) => r.into_par_iter().fold(Vec::new, fold).reduce(Vec::new, merge),
     };
+    truncate_best(hits, k)
+}
+
+/// The best `k` rows by scoring every admitted row from its `f32` vector, one thread, no
+/// shortcut: the reference `slm index verify` compares [`top_k`] with.
+pub fn brute_top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>) -> Vec<Scored> {
+    let hits = (0..set.len()).filter_map(|p| score_at(set, p, q, filter)).collect();
     truncate_best(hits, k)
 }
 
@@ -139,6 +159,13 @@ pub fn sweep(set: &VectorSet, q: &[f32], filter: &Filter<'_>) -> Sweep {
     let min = filter.min_score;
     // Score everything admitted; the threshold only decides what goes into `above`.
     let all = Filter { min_score: f32::NEG_INFINITY, ..*filter };
+    if let Some(split) = quant_split(set, filter) {
+        let tail = (split.end..set.len()).filter_map(|p| score_at(set, p, q, &all)).filter(|s| !s.score.is_nan());
+        let mut out = tail.fold(quant_sweep(set, q, filter, split), |acc, s| acc.add(s, min));
+        sort_best_first(&mut out.above);
+        out.upto = set.last_id();
+        return out;
+    }
     let pos = positions(set, filter);
     let mut out = if pos.len() < PARALLEL_MIN {
         // `admitted` already applied the filter: score each row once, without asking again.
@@ -158,6 +185,139 @@ pub fn sweep(set: &VectorSet, q: &[f32], filter: &Filter<'_>) -> Sweep {
     };
     sort_best_first(&mut out.above);
     out.upto = set.last_id();
+    out
+}
+
+/// The base rows an unfiltered scan visits, when a quantised pass is worth it.
+fn quant_split(set: &VectorSet, filter: &Filter<'_>) -> Option<std::ops::Range<usize>> {
+    let nb = set.base_len();
+    if filter.only_ids.is_some() || nb == 0 {
+        return None;
+    }
+    let start = set.first_after(filter.after_id);
+    (start < nb && nb - start >= QUANT_MIN).then_some(start..nb)
+}
+
+/// The scan windows covering `range` (aligned to [`WINDOW`], clipped to the range).
+fn windows(range: std::ops::Range<usize>) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut w = range.start / WINDOW * WINDOW;
+    while w < range.end {
+        out.push((w, (w + WINDOW).min(range.end)));
+        w += WINDOW;
+    }
+    out
+}
+
+/// Calls `visit(pos, approx, bound)` for every admitted row of `range` within window
+/// `(w, end)`: the int8 interval, or (when the window cannot be mapped) the exact score with
+/// a zero bound.
+fn scan_window(
+    set: &VectorSet,
+    q: &[f32],
+    qq: &quant::Query,
+    filter: &Filter<'_>,
+    range: &std::ops::Range<usize>,
+    (w, end): (usize, usize),
+    visit: &mut dyn FnMut(usize, f64, f64),
+) {
+    let base = set.base().expect("quant_split checked the base");
+    let from = range.start.max(w);
+    let map = base.quant_window(w..end);
+    for p in from..end {
+        if !filter.admits(set, p) {
+            continue;
+        }
+        match &map {
+            Some(m) => {
+                let (approx, bound) = qq.interval(&m[(p - w) * quant::REC..(p - w + 1) * quant::REC]);
+                visit(p, approx, bound);
+            }
+            None => visit(p, f64::from(cosine(q, set.vector(p))), 0.0),
+        }
+    }
+}
+
+/// The `k` largest of `v` (unordered), and the smallest of those (−∞ when fewer than `k`).
+fn keep_largest(v: &mut Vec<f64>, k: usize) -> f64 {
+    if v.len() < k || k == 0 {
+        return f64::NEG_INFINITY;
+    }
+    let n = v.len();
+    v.select_nth_unstable_by(n - k, |a, b| a.total_cmp(b));
+    v.drain(..n - k);
+    v.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+/// Top-k over base rows `range` by the two-stage scan. A row is dropped only when its upper
+/// bound is below the k-th largest lower bound: k rows are at least that good, so it cannot
+/// be in the top k (ties at the k-th score survive, so the id tie-break is the exact one).
+fn quant_top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>, range: std::ops::Range<usize>) -> Vec<Scored> {
+    let qq = quant::Query::new(q);
+    let min = f64::from(filter.min_score);
+    let per_window = |win: (usize, usize)| {
+        let mut lbs: Vec<f64> = Vec::with_capacity(4 * k);
+        let mut cut = f64::NEG_INFINITY;
+        let mut cands: Vec<(usize, f64)> = Vec::new();
+        scan_window(set, q, &qq, filter, &range, win, &mut |p, approx, bound| {
+            let (lb, ub) = (approx - bound, approx + bound);
+            if ub < min || ub < cut {
+                return;
+            }
+            lbs.push(lb);
+            cands.push((p, ub));
+            if lbs.len() >= 8 * k.max(8) {
+                cut = keep_largest(&mut lbs, k);
+                cands.retain(|c| c.1 >= cut);
+            }
+        });
+        (lbs, cands)
+    };
+    let parts: Vec<(Vec<f64>, Vec<(usize, f64)>)> = windows(range.clone()).into_par_iter().map(per_window).collect();
+    let mut all_lbs: Vec<f64> = parts.iter().flat_map(|p| p.0.iter().copied()).collect();
+    let cut = keep_largest(&mut all_lbs, k);
+    let hits: Vec<Scored> = parts
+        .iter()
+        .flat_map(|p| p.1.iter())
+        .filter(|c| c.1 >= cut)
+        .filter_map(|c| score_at(set, c.0, q, filter))
+        .collect();
+    truncate_best(hits, k)
+}
+
+/// The gate's sweep over base rows `range` by the two-stage scan: every row whose interval
+/// reaches the threshold or the best lower bound is rescored exactly, so `above` and `best`
+/// are exact; `eligible` counts every admitted row.
+fn quant_sweep(set: &VectorSet, q: &[f32], filter: &Filter<'_>, range: std::ops::Range<usize>) -> Sweep {
+    let qq = quant::Query::new(q);
+    let t = f64::from(filter.min_score);
+    let per_window = |win: (usize, usize)| {
+        let mut eligible = 0u64;
+        let mut best_lb = f64::NEG_INFINITY;
+        let mut cands: Vec<(usize, f64)> = Vec::new();
+        scan_window(set, q, &qq, filter, &range, win, &mut |p, approx, bound| {
+            eligible += 1;
+            let (lb, ub) = (approx - bound, approx + bound);
+            best_lb = best_lb.max(lb);
+            if ub >= t || ub >= best_lb {
+                cands.push((p, ub));
+            }
+        });
+        cands.retain(|c| c.1 >= t || c.1 >= best_lb);
+        (eligible, best_lb, cands)
+    };
+    let parts: Vec<(u64, f64, Vec<(usize, f64)>)> = windows(range.clone()).into_par_iter().map(per_window).collect();
+    let best_lb = parts.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+    let all = Filter { min_score: f32::NEG_INFINITY, ..*filter };
+    let mut out = parts
+        .iter()
+        .flat_map(|p| p.2.iter())
+        .filter(|c| c.1 >= t || c.1 >= best_lb)
+        .filter_map(|c| score_at(set, c.0, q, &all))
+        .filter(|s| !s.score.is_nan())
+        .fold(Sweep::default(), |acc, s| acc.add(s, filter.min_score));
+    // `add` counted only the rescored rows; every admitted row is eligible.
+    out.eligible = parts.iter().map(|p| p.0).sum();
     out
 }
 
@@ -242,5 +402,108 @@ mod tests {
         assert_eq!(sw.above, threshold, "the parallel sweep misses nothing above the threshold");
         assert_eq!(sw.eligible as usize, set.len() - 1);
         assert_eq!(sw.best, Some(par[0]));
+    }
+
+    /// A set whose first `n` rows live in real derived files (a temp dir), the rest in memory.
+    fn mapped_set(dir: &std::path::Path, vecs: &[Vec<f32>], in_files: usize) -> VectorSet {
+        use crate::index::derived::{store_id_bytes, Derived};
+        let d = Derived::open(dir).unwrap();
+        let id = store_id_bytes("0123456789abcdef0123456789abcdef");
+        let mut load = |after: i64, visit: &mut dyn FnMut(i64, Kind, &[u8]) -> crate::Result<()>| {
+            for (i, v) in vecs[..in_files].iter().enumerate() {
+                let rid = i as i64 + 1;
+                if rid > after {
+                    let kind = if i % 50 == 7 { Kind::Lap } else { Kind::Memory };
+                    visit(rid, kind, &crate::spaces::to_blob(v))?;
+                }
+            }
+            Ok(())
+        };
+        d.append(&id, &[], &mut load, &mut |_| {}).unwrap().unwrap();
+        let mut set = VectorSet::with_base(std::sync::Arc::new(d.load().unwrap().unwrap()));
+        for (i, v) in vecs.iter().enumerate().skip(in_files) {
+            set.push(i as i64 + 1, if i % 50 == 7 { Kind::Lap } else { Kind::Memory }, v);
+        }
+        set
+    }
+
+    fn rng(seed: u64) -> impl FnMut() -> f32 {
+        let mut s = seed | 1;
+        move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+    }
+
+    fn unit(mut v: Vec<f32>) -> Vec<f32> {
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter_mut().for_each(|x| *x /= n);
+        v
+    }
+
+    fn brute(set: &VectorSet, q: &[f32], f: &Filter<'_>) -> Vec<Scored> {
+        let mut all: Vec<Scored> = (0..set.len()).filter_map(|p| score_at(set, p, q, f)).collect();
+        sort_best_first(&mut all);
+        all
+    }
+
+    /// Checks top-k and the sweep of the two-stage scan against a brute-force f32 scan.
+    fn check_no_miss(set: &VectorSet, queries: &[Vec<f32>]) {
+        assert!(set.base_len() >= QUANT_MIN, "the quantised pass must run");
+        for (n, q) in queries.iter().enumerate() {
+            for f in [Filter::memories(), Filter { include_laps: true, after_id: 1000, ..Filter::memories() }] {
+                let exact = brute(set, q, &f);
+                for k in [1, 10, 100] {
+                    let got = top_k(set, q, k, &f);
+                    assert_eq!(got, exact[..k.min(exact.len())].to_vec(), "query {n}, k {k}");
+                }
+                // A threshold exactly at a row's score (a tie at the threshold must pass).
+                for rank in [0, 9, 99, 999] {
+                    let t = exact[rank].score;
+                    let sw = sweep(set, q, &Filter { min_score: t, ..f });
+                    let want: Vec<Scored> = exact.iter().copied().filter(|s| s.score >= t).collect();
+                    assert_eq!(sw.above, want, "query {n}, threshold at rank {rank}");
+                    assert_eq!(sw.best, exact.first().copied());
+                    assert_eq!(sw.eligible as usize, exact.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn quantised_scan_misses_nothing_on_random_vectors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut r = rng(11);
+        let vecs: Vec<Vec<f32>> = (0..40_000).map(|_| unit((0..crate::embed::DIM).map(|_| r()).collect())).collect();
+        let mut set = mapped_set(tmp.path(), &vecs, 38_000);
+        set.tombstone(5);
+        set.tombstone(20_000);
+        let queries: Vec<Vec<f32>> = (0..12).map(|i| if i % 3 == 0 { vecs[i * 1000].clone() } else { unit((0..crate::embed::DIM).map(|_| r()).collect()) }).collect();
+        check_no_miss(&set, &queries);
+    }
+
+    #[test]
+    fn quantised_scan_misses_nothing_on_clustered_and_tied_vectors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut r = rng(29);
+        let centres: Vec<Vec<f32>> = (0..8).map(|_| unit((0..crate::embed::DIM).map(|_| r()).collect())).collect();
+        let mut vecs = Vec::new();
+        for i in 0..36_000 {
+            let c = &centres[i % 8];
+            // Tight clusters (scores within a few hundredths of each other), with exact
+            // duplicates every 97 rows: many ties at every threshold.
+            if i % 97 == 0 {
+                vecs.push(c.clone());
+            } else {
+                vecs.push(unit(c.iter().map(|x| x + 0.02 * r()).collect()));
+            }
+        }
+        let set = mapped_set(tmp.path(), &vecs, 36_000);
+        let mut queries: Vec<Vec<f32>> = centres.iter().take(4).cloned().collect();
+        queries.push(unit(centres[0].iter().zip(&centres[1]).map(|(a, b)| a + b).collect()));
+        queries.push(vecs[12_345].clone());
+        check_no_miss(&set, &queries);
     }
 }

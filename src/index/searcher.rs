@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::exact::{self, Sweep};
 use super::hnsw::HnswIndex;
+use super::derived::Segment;
 use super::{Filter, Scored, VectorSet};
 use crate::embed::DIM;
 use crate::memory::Kind;
@@ -95,6 +96,50 @@ impl Searcher {
         let after = set.last_id();
         load(after, &mut |id, kind, blob| set.append_blob(id, kind, blob))?;
         Ok(set.len() - before)
+    }
+
+    /// Makes `base` (the mapped derived files) the first rows of the set. Rows this process
+    /// already holds beyond the base's `upto` stay in the tail; everything known to be
+    /// forgotten stays forgotten.
+    pub fn set_base(&self, base: Arc<Segment>) {
+        let mut set = self.set.write();
+        let upto = base.head.upto;
+        let mut next = VectorSet::with_base(base);
+        for (id, kind, v) in set.tail_after(upto) {
+            next.push(id, kind, v);
+        }
+        for id in set.pending(&Filter { include_laps: true, only_ids: None, after_id: upto, min_score: -1.0 }) {
+            next.note_pending(id);
+        }
+        set.removed().iter().for_each(|id| next.tombstone(*id));
+        next.raise_last_id(set.last_id());
+        *set = next;
+    }
+
+    /// Compares the exact search this process uses ([`exact::top_k`], two-stage over the
+    /// mapped base) with a brute-force `f32` scan for `queries` (each `k` deep); returns the
+    /// queries whose results differ in any id or score.
+    pub fn verify(&self, queries: &[Vec<f32>], k: usize) -> usize {
+        let set = self.set.read();
+        let f = Filter::memories();
+        queries.iter().filter(|q| exact::top_k(&set, q, k, &f) != exact::brute_top_k(&set, q, k, &f)).count()
+    }
+
+    /// A stored vector (at `pos % len`), for building test queries.
+    pub fn sample(&self, pos: usize) -> Option<Vec<f32>> {
+        let set = self.set.read();
+        (!set.is_empty()).then(|| set.vector(pos % set.len()).to_vec())
+    }
+
+    /// The mapped base's generation, `upto` and row count, if the set has one.
+    pub fn base_info(&self) -> Option<(u64, i64, usize)> {
+        self.set.read().base().map(|b| (b.generation, b.head.upto, b.len()))
+    }
+
+    /// Rows held in memory (newer than the mapped base).
+    pub fn tail_len(&self) -> usize {
+        let set = self.set.read();
+        set.len() - set.base_len()
     }
 
     /// Records that rows were forgotten, so no search returns them.

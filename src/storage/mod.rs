@@ -388,8 +388,8 @@ impl Store {
     /// The id of a row with this dedup key, if one exists.
     pub fn find_dedup(&self, key: &[u8; 32]) -> Result<Option<i64>> {
         self.conn
-            .query_row("SELECT id FROM memories WHERE dedup_key = ?1", [&key[..]], |r| r.get(0))
-            .optional()
+            .prepare_cached("SELECT id FROM memories WHERE dedup_key = ?1")
+            .and_then(|mut st| st.query_row([&key[..]], |r| r.get(0)).optional())
             .map_err(|e| self.err(e))
     }
 
@@ -483,6 +483,12 @@ impl Store {
         rows.map(|r| r.map_err(|e| self.err(e)).and_then(to_memory)).collect()
     }
 
+    /// Gives this connection a page cache large enough for bulk transactions (an import's
+    /// batches would otherwise spill pages to the WAL before they commit).
+    pub fn bulk_cache(&self) -> Result<()> {
+        self.conn.execute_batch("PRAGMA cache_size = -65536").map_err(|e| self.err(e))
+    }
+
     /// Counts rows of each kind: `(memories, laps)`.
     pub fn counts(&self) -> Result<(u64, u64)> {
         let count = |k: Kind| -> Result<u64> {
@@ -498,6 +504,27 @@ impl Store {
     pub fn max_id(&self) -> Result<i64> {
         self.conn
             .query_row("SELECT coalesce(max(id), 0) FROM memories", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+
+    /// The largest id this store has ever issued (`AUTOINCREMENT`'s sequence; 0 when none):
+    /// unlike `max(id)` it never goes down, except when an older copy of the file is restored.
+    pub fn max_issued_id(&self) -> Result<i64> {
+        self.conn
+            .query_row("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0)", [], |r| r.get(0))
+            .or_else(|e| match e {
+                // No AUTOINCREMENT row has ever been written: the table does not exist yet.
+                rusqlite::Error::SqliteFailure(_, Some(ref m)) if m.contains("no such table") => Ok(0),
+                e => Err(e),
+            })
+            .map_err(|e| self.err(e))
+    }
+
+    /// The stored vector bytes of row `id` (empty when stored without one), if it exists.
+    pub fn vector_blob(&self, id: i64) -> Result<Option<Vec<u8>>> {
+        self.conn
+            .prepare_cached("SELECT embedding FROM memories WHERE id = ?1")
+            .and_then(|mut st| st.query_row([id], |r| r.get::<_, Vec<u8>>(0)).optional())
             .map_err(|e| self.err(e))
     }
 

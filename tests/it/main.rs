@@ -9,6 +9,7 @@ mod common;
 mod concurrency;
 mod dashboard;
 mod deps;
+mod derived_files;
 mod errors;
 mod feed;
 mod gate_verify;

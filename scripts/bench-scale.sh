@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Whole-process figures for large stores (issue #12): import with precomputed embeddings,
+# the first search of a store without derived files (catch-up), then warm `slm recall`,
+# `slm loop run` lap 1 and an `slm mcp` restart's first recall, plus `slm index verify`
+# (the search against brute force). Medians of RUNS fresh processes, peak RSS from
+# /usr/bin/time.
+#
+# usage: scripts/bench-scale.sh [N ...]      default N = 20000 (CI's short mode)
+#        scripts/bench-scale.sh 100000 1000000   (by hand; 1M needs ~3 GB of disk and time)
+# env:   SLM_BIN (default target/release/slm), RUNS (default 10), VERIFY (queries, default 100)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BIN=$(realpath "${SLM_BIN:-target/release/slm}")
+RUNS=${RUNS:-10}
+VERIFY=${VERIFY:-100}
+PY=python3
+[ -x target/pyenv/bin/python ] && PY=target/pyenv/bin/python
+SIZES=("$@")
+[ ${#SIZES[@]} -eq 0 ] && SIZES=(20000)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/slm-scale.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+# Seed texts embedded by the real model: the generated vectors are noisy copies of these.
+$PY - "$WORK/seed.jsonl" <<'PYEOF'
+import json, sys, itertools
+subj = ["the build", "PR #42", "the release", "the deploy", "the migration", "the review", "the test suite",
+        "the nightly job", "the cache", "the API", "the dashboard", "the importer", "the payment service",
+        "the search index", "the login page", "the docs"]
+verb = ["passed", "failed", "is approved", "was rolled back", "is blocked", "finished", "needs a rerun",
+        "timed out", "is green", "was merged", "is waiting for review", "regressed"]
+ctx = ["on main", "on staging", "after the hotfix", "for customer A", "in CI", "last night", "on ARM",
+       "with the new schema", "behind the flag"]
+with open(sys.argv[1], "w") as f:
+    for s, v, c in itertools.product(subj, verb, ctx):
+        f.write(json.dumps({"content": f"{s} {v} {c}"}) + "\n")
+PYEOF
+"$BIN" --data-dir "$WORK/seed" import "$WORK/seed.jsonl" >/dev/null
+
+QUERIES=("is the release approved" "did the nightly job fail on ARM" "payment service rolled back"
+         "login page tests green" "docs merged after the hotfix")
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# Prints "seconds peak-KB"; exit codes 0 and 3 (a loop ended on a bound) are fine.
+timed() {
+  local rc=0
+  /usr/bin/time -f "%e %M" -o "$WORK/time" "$@" >/dev/null 2>"$WORK/err" || rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 3 ]; then cat "$WORK/err" >&2; echo "bench-scale: $* exited $rc" >&2; exit 1; fi
+  tail -1 "$WORK/time"
+}
+
+printf '%-10s %-34s %s\n' size measure value
+for N in "${SIZES[@]}"; do
+  D="$WORK/s$N"
+  $PY scripts/gen-store.py "$WORK/seed/slm.db" "$N" "$WORK/$N.jsonl"
+  read -r secs kb < <(timed "$BIN" --data-dir "$D" import "$WORK/$N.jsonl")
+  printf '%-10s %-34s %s\n' "$N" "import (memories/s)" "$(awk -v n="$N" -v s="$secs" -v kb="$kb" 'BEGIN {printf "%.0f (%.2f s, %d MB)", n/s, s, kb/1024}')"
+  read -r secs kb < <(timed "$BIN" --data-dir "$D" recall "${QUERIES[0]}")
+  printf '%-10s %-34s %s\n' "$N" "first recall (builds files)" "$secs s, $((kb / 1024)) MB"
+  walls=(); rss=()
+  for i in $(seq "$RUNS"); do
+    q="${QUERIES[$((i % ${#QUERIES[@]}))]}"
+    read -r secs kb < <(timed "$BIN" --data-dir "$D" recall "$q")
+    walls+=("$secs"); rss+=("$kb")
+  done
+  printf '%-10s %-34s %s\n' "$N" "recall (median wall, max RSS)" "$(printf '%s\n' "${walls[@]}" | median) s, $(( $(printf '%s\n' "${rss[@]}" | sort -n | tail -1) / 1024 )) MB"
+  walls=(); rss=()
+  for i in $(seq "$RUNS"); do
+    read -r secs kb < <(timed "$BIN" --data-dir "$D" loop run --name "scale$i" --gate-query "${QUERIES[1]}" \
+      --gate-min-score 0.999 --max-iterations 1)
+    walls+=("$secs"); rss+=("$kb")
+  done
+  printf '%-10s %-34s %s\n' "$N" "loop run, 1 lap (median, max RSS)" "$(printf '%s\n' "${walls[@]}" | median) s, $(( $(printf '%s\n' "${rss[@]}" | sort -n | tail -1) / 1024 )) MB"
+  walls=()
+  for i in 1 2 3; do
+    walls+=("$($PY - "$BIN" "$D" "${QUERIES[2]}" <<'PYEOF'
+import json, subprocess, sys, time
+t0 = time.monotonic()
+p = subprocess.Popen([sys.argv[1], "--data-dir", sys.argv[2], "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def send(m): p.stdin.write(json.dumps(m) + "\n"); p.stdin.flush()
+send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}})
+p.stdout.readline()
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": sys.argv[3]}}})
+while True:
+    m = json.loads(p.stdout.readline())
+    if m.get("id") == 2:
+        break
+if "result" not in m or m["result"].get("isError"):
+    sys.exit(f"bench-scale: recall over MCP failed: {m}")
+print(f"{time.monotonic() - t0:.3f}")
+p.stdin.close(); p.wait()
+PYEOF
+)")
+  done
+  printf '%-10s %-34s %s\n' "$N" "mcp start to first recall (median)" "$(printf '%s\n' "${walls[@]}" | median) s"
+  out=$("$BIN" --data-dir "$D" --json index verify --queries "$VERIFY")
+  printf '%-10s %-34s %s\n' "$N" "index verify vs brute force" "$out"
+  echo "$out" | grep -q '"mismatches":0' || { echo "bench-scale: search differs from brute force" >&2; exit 1; }
+  rm -f "$WORK/$N.jsonl"
+done

@@ -1,0 +1,190 @@
+//! Derived vector files (issue #12): a store large enough to get them answers exactly as the
+//! in-memory path does (`SLM_INDEX_FILES=off`), survives a restored backup, a foreign copy of
+//! the files and kill -9 during catch-up, and imports precomputed embeddings.
+
+use std::io::Write;
+
+use serde_json::Value;
+
+use super::common::{expect_exit, Root};
+
+/// A line of an import file with a pseudo-random unit embedding.
+fn line(i: usize, seed: u64) -> String {
+    let mut s = seed.wrapping_add(i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v: Vec<f64> = (0..384)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        })
+        .collect();
+    let n = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    v.iter_mut().for_each(|x| *x /= n);
+    serde_json::json!({"content": format!("generated note {i} from batch {seed}"), "tags": ["gen", format!("g{}", i % 7)], "embedding": v})
+        .to_string()
+}
+
+fn import(root: &Root, from: usize, n: usize, seed: u64) -> Value {
+    let path = root.tmp.path().join(format!("gen-{seed}-{from}.jsonl"));
+    let mut f = std::fs::File::create(&path).unwrap();
+    for i in from..from + n {
+        writeln!(f, "{}", line(i, seed)).unwrap();
+    }
+    drop(f);
+    root.json(&["import", path.to_str().unwrap()])
+}
+
+/// Recall through the files and through memory only: ids and scores must be identical.
+fn same_as_in_memory(root: &Root, args: &[&str]) {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let files = root.run(&a);
+    let memory = root.cmd(&a).env("SLM_INDEX_FILES", "off").output().unwrap();
+    expect_exit(&files, 0, "recall with files");
+    expect_exit(&memory, 0, "recall in memory");
+    let hits = |o: &std::process::Output| -> Vec<(i64, String)> {
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["hits"].as_array().unwrap().iter().map(|h| (h["id"].as_i64().unwrap(), h["score"].to_string())).collect()
+    };
+    let (f, m) = (hits(&files), hits(&memory));
+    assert!(!f.is_empty(), "{args:?}: no hits");
+    assert_eq!(f, m, "{args:?}: the files changed a result");
+}
+
+fn index(root: &Root) -> Value {
+    root.json(&["index"])
+}
+
+#[test]
+fn a_large_store_is_searched_through_its_files_with_the_same_results() {
+    let root = Root::new();
+    let approved = root.remember("review complete: PR #42 is approved", &["pr-42"]);
+    let s = import(&root, 0, 6000, 1);
+    assert_eq!(s["imported"], 6000, "{s}");
+    assert_eq!(index(&root)["state"], "missing", "import alone writes no files");
+
+    same_as_in_memory(&root, &["recall", "is PR 42 approved", "--limit", "10"]);
+    let idx = index(&root);
+    assert_eq!(idx["state"], "ready", "{idx}");
+    assert_eq!(idx["rows"], 6001);
+    assert_eq!(idx["behind"], 0);
+    // The first search built them; later ones map them, with every kind of query.
+    same_as_in_memory(&root, &["recall", "is PR 42 approved", "--limit", "50"]);
+    same_as_in_memory(&root, &["recall", "generated note", "--limit", "20", "--tag", "g3"]);
+    same_as_in_memory(&root, &["recall", "generated note 17", "--limit", "5", "--min-score", "0.1"]);
+    // A new memory lives in the in-memory tail until enough arrive, and is found at once.
+    let fresh = root.remember("the nightly build on ARM is green", &[]);
+    let r = root.json(&["recall", "nightly ARM build green", "--limit", "1"]);
+    assert_eq!(r["hits"][0]["id"], fresh);
+    // The loop gate sweeps the files too, exactly.
+    let run = root.json(&["loop", "run", "--name", "scale", "--gate-query", "PR 42 approved", "--gate-min-score", "0.6", "--max-iterations", "2"]);
+    assert_eq!(run["status"], "converged", "{run}");
+    assert_eq!(run["match"]["id"], approved, "{run}");
+    let v = root.json(&["index", "verify", "--queries", "40"]);
+    assert_eq!(v["mismatches"], 0, "{v}");
+    // A forget in one process hides the row from the next, though the files still hold it.
+    root.json(&["forget", &approved.to_string()]);
+    let r = root.json(&["recall", "is PR 42 approved", "--limit", "5"]);
+    assert!(r["hits"].as_array().unwrap().iter().all(|h| h["id"] != approved), "{r}");
+    same_as_in_memory(&root, &["recall", "is PR 42 approved", "--limit", "10"]);
+    // A rebuild compacts it away.
+    let rebuilt = root.json(&["index", "rebuild"]);
+    // 6,000 imported, the fresh memory and the loop's lap; the forgotten one is gone.
+    assert_eq!(rebuilt["rows"], 6000 + 1 + 1, "{rebuilt}");
+    assert_eq!(rebuilt["forgotten"], 0);
+    same_as_in_memory(&root, &["recall", "nightly ARM build green", "--limit", "10"]);
+}
+
+#[test]
+fn a_restored_backup_and_foreign_files_are_rebuilt_never_served() {
+    let root = Root::new();
+    import(&root, 0, 4000, 2);
+    root.json(&["recall", "generated note", "--limit", "1"]);
+    // Back up the closed store (WAL checkpointed on last close), then let it grow.
+    let backup = root.tmp.path().join("backup.db");
+    std::fs::copy(root.db_path(), &backup).unwrap();
+    import(&root, 4000, 3000, 3);
+    root.json(&["recall", "generated note", "--limit", "1"]);
+    assert_eq!(index(&root)["upto"], 7000);
+    // Restore the backup: ids 4001.. will be issued again for different content.
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(root.dir().join(format!("slm.db{ext}")));
+    }
+    std::fs::copy(&backup, root.db_path()).unwrap();
+    let reused = root.remember("a memory written after the restore", &[]);
+    assert!(reused <= 7000, "the restored store reissues ids the files already hold: {reused}");
+    let r = root.json(&["recall", "a memory written after the restore", "--limit", "1"]);
+    assert_eq!(r["hits"][0]["id"], reused, "{r}");
+    assert!(r["hits"][0]["score"].as_f64().unwrap() > 0.99, "the files' old vector for this id is never served: {r}");
+    same_as_in_memory(&root, &["recall", "generated note 3999", "--limit", "10"]);
+    assert_eq!(index(&root)["upto"], reused, "rebuilt from the restored store");
+
+    // Another store's files copied into this data root are replaced, not used.
+    let other = Root::new();
+    import(&other, 0, 3000, 4);
+    other.json(&["recall", "generated note", "--limit", "1"]);
+    std::fs::remove_dir_all(root.dir().join("index")).unwrap();
+    let status = std::process::Command::new("cp").arg("-a").arg(other.dir().join("index")).arg(root.dir()).status().unwrap();
+    assert!(status.success());
+    assert_eq!(index(&root)["state"], "foreign");
+    same_as_in_memory(&root, &["recall", "generated note 12", "--limit", "10"]);
+    assert_eq!(index(&root)["state"], "ready");
+}
+
+#[test]
+fn kill_during_catch_up_loses_nothing_and_the_next_open_repairs() {
+    let root = Root::new();
+    import(&root, 0, 12_000, 5);
+    for delay_ms in [150u64, 400, 700, 1000, 1400] {
+        let _ = std::fs::remove_dir_all(root.dir().join("index"));
+        let mut child = root.cmd(&["recall", "generated note", "--limit", "3"]).spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        // Whatever state the kill left, the next search is right and the files end complete.
+        same_as_in_memory(&root, &["recall", "generated note 77", "--limit", "10"]);
+        let idx = index(&root);
+        assert_eq!(idx["rows"], 12_000, "after a kill at {delay_ms} ms: {idx}");
+        assert_eq!(idx["behind"], 0);
+    }
+}
+
+#[test]
+fn import_checks_and_normalises_given_embeddings() {
+    let root = Root::new();
+    let path = root.tmp.path().join("mixed.jsonl");
+    let mut v = vec![0.0f64; 384];
+    v[0] = 3.0;
+    v[1] = 4.0;
+    let lines = [
+        serde_json::json!({"content": "scaled vector", "embedding": v}).to_string(),
+        serde_json::json!({"content": "too short", "embedding": [1.0, 2.0, 3.0]}).to_string(),
+        serde_json::json!({"content": "all zeros", "embedding": vec![0.0; 384]}).to_string(),
+        serde_json::json!({"content": "not numbers", "embedding": ["a"]}).to_string(),
+        serde_json::json!({"content": "no embedding: the model embeds it"}).to_string(),
+    ];
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let out = root.run(&["import", path.to_str().unwrap(), "--json"]);
+    expect_exit(&out, 2, "import with bad embeddings");
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["imported"], 2, "{s}");
+    let skipped: Vec<(u64, String)> = s["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["line"].as_u64().unwrap(), x["error"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(skipped.iter().map(|s| s.0).collect::<Vec<_>>(), vec![2, 3, 4], "{s}");
+    assert!(skipped[0].1.contains("embedding") && skipped[0].1.contains("384"), "{skipped:?}");
+    assert!(skipped[1].1.contains("zeros"), "{skipped:?}");
+    // The scaled vector was stored normalised: it matches itself with cosine 1 and the text
+    // query does not matter to it (the vector is not the model's).
+    let db = rusqlite::Connection::open(root.db_path()).unwrap();
+    let blob: Vec<u8> = db.query_row("SELECT embedding FROM memories WHERE content = 'scaled vector'", [], |r| r.get(0)).unwrap();
+    let f: Vec<f32> = blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    assert!((f[0] - 0.6).abs() < 1e-6 && (f[1] - 0.8).abs() < 1e-6, "{:?}", &f[..2]);
+    // The line without an embedding went through the model and is recalled by meaning.
+    let r = root.json(&["recall", "the model embeds a line without a vector", "--limit", "1"]);
+    assert_eq!(r["hits"][0]["content"], "no embedding: the model embeds it");
+}
