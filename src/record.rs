@@ -22,13 +22,16 @@ pub enum RunStatus {
     MaxTokens,
     NoProgress,
     Cancelled,
+    /// A lap failed with an internal error (a database or I/O failure, a damaged row): the
+    /// run could not go on. Its reason names the error.
+    Error,
     /// Shown for a `running` run whose process died; never stored, never returned by a run.
     Interrupted,
 }
 
 impl RunStatus {
     /// Every status, for parsing.
-    const ALL: [RunStatus; 8] = [
+    const ALL: [RunStatus; 9] = [
         RunStatus::Running,
         RunStatus::Converged,
         RunStatus::MaxIterations,
@@ -36,6 +39,7 @@ impl RunStatus {
         RunStatus::MaxTokens,
         RunStatus::NoProgress,
         RunStatus::Cancelled,
+        RunStatus::Error,
         RunStatus::Interrupted,
     ];
 
@@ -49,6 +53,7 @@ impl RunStatus {
             RunStatus::MaxTokens => "max_tokens",
             RunStatus::NoProgress => "no_progress",
             RunStatus::Cancelled => "cancelled",
+            RunStatus::Error => "error",
             RunStatus::Interrupted => "interrupted",
         }
     }
@@ -115,6 +120,11 @@ pub enum GateSpec {
         gate_cmd: String,
         /// When the run's wall-clock ends (Unix milliseconds).
         deadline_ms: i64,
+        /// The working directory and environment recorded at `loop start`, which every step
+        /// runs the command with. Absent only in rows written before they were recorded (such
+        /// a run's wall-clock, at most 120 s, has long passed: its next step only ends it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gate_env: Option<GateEnv>,
     },
     /// The keyless demo's gate: fails before lap `passes_on_lap`, passes from it on.
     Stub { passes_on_lap: i64 },
@@ -129,6 +139,16 @@ impl GateSpec {
             GateSpec::Stub { .. } => "stub",
         }
     }
+}
+
+/// Where and with what environment a command gate runs: fixed at `loop start`, so whoever
+/// steps, from wherever, gets the same verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct GateEnv {
+    /// The absolute working directory.
+    pub cwd: String,
+    /// The command's whole environment (nothing else is inherited), by name.
+    pub vars: std::collections::BTreeMap<String, String>,
 }
 
 /// Default `gate_nli_min`.
@@ -255,11 +275,14 @@ mod tests {
 
     #[test]
     fn params_round_trip_and_read_the_first_release_layouts() {
-        let p = RunParams { limits: limits(), gate: GateSpec::Command { gate_cmd: "true".into(), deadline_ms: 7 } };
+        let p = RunParams { limits: limits(), gate: GateSpec::Command { gate_cmd: "true".into(), deadline_ms: 7, gate_env: None } };
+        assert_eq!(RunParams::parse("r", &p.to_json()).unwrap(), p);
+        let env = GateEnv { cwd: "/w".into(), vars: [("PATH".to_string(), "/bin".to_string())].into() };
+        let p = RunParams { limits: limits(), gate: GateSpec::Command { gate_cmd: "true".into(), deadline_ms: 7, gate_env: Some(env) } };
         assert_eq!(RunParams::parse("r", &p.to_json()).unwrap(), p);
         // Agent-driven runs were already flat.
         let flat = r#"{"gate":"command","gate_cmd":"make test","limits":{"max_iterations":3,"max_wallclock_s":5.0,"poll_interval_s":1.0,"max_tokens":0,"no_progress_window":0,"gate_min_score":0.5},"deadline_ms":9}"#;
-        assert_eq!(RunParams::parse("r", flat).unwrap().gate, GateSpec::Command { gate_cmd: "make test".into(), deadline_ms: 9 });
+        assert_eq!(RunParams::parse("r", flat).unwrap().gate, GateSpec::Command { gate_cmd: "make test".into(), deadline_ms: 9, gate_env: None });
         let nested = r#"{"limits":{"max_iterations":3,"max_wallclock_s":5.0,"poll_interval_s":1.0,"max_tokens":0,"no_progress_window":0,"gate_min_score":0.5},"gate":{"gate":"memory","gate_query":"q","gate_tags":["a"]}}"#;
         let n = RunParams::parse("r", nested).unwrap();
         let plain = GateSpec::Memory { gate_query: "q".into(), gate_tags: vec!["a".into()], gate_verify: vec![], gate_nli_min: 0.5 };

@@ -20,7 +20,8 @@ pub const EXIT_CANCELLED: i32 = 130;
 
 /// `--help` of the commands that run a loop.
 const RUN_EXIT_HELP: &str = "Exit codes: 0 converged; 3 a bound ended the run (max_iterations, max_wallclock, \
-max_tokens, no_progress); 130 cancelled (Ctrl-C, or `slm loop cancel` from elsewhere); 2 invalid input; 1 operational failure.";
+max_tokens, no_progress); 130 cancelled (Ctrl-C, or `slm loop cancel` from elsewhere); 2 invalid input; 1 operational failure \
+(a lap that fails ends its run with status error).";
 /// `slm loop step --help`.
 const STEP_EXIT_HELP: &str = "Exit codes: 0 the loop goes on, or converged; 3 a bound ended it; 130 it was cancelled; \
 1 refused (the run already ended: the message names its final status) or not found; 2 invalid input.";
@@ -45,9 +46,14 @@ pub enum LoopCommand {
         /// Loop name: 1-128 characters of [A-Za-z0-9._:-].
         #[arg(long)]
         name: String,
-        /// The gate: run with `sh -c` on every step; fixed for the whole run.
+        /// The gate: run with `sh -c` on every step; fixed for the whole run, as are the directory
+        /// it runs in (this one) and its environment (PATH, HOME, USER, LOGNAME, SHELL, LANG,
+        /// LANGUAGE, TZ, TMPDIR, TERM, LC_*, SLM_* from this process, plus --gate-env).
         #[arg(long, allow_hyphen_values = true)]
         gate_cmd: String,
+        /// Also give the gate this variable: NAME (its value here) or NAME=VALUE; repeatable.
+        #[arg(long = "gate-env", value_name = "NAME[=VALUE]")]
+        gate_env: Vec<String>,
         /// At most this many laps (>= 1; above 200 is clamped).
         #[arg(long, default_value_t = 20, allow_hyphen_values = true)]
         max_iterations: i64,
@@ -226,7 +232,7 @@ impl LoopCommand {
         Ok(match self {
             LoopCommand::Demo { iterations } => Checked::Run(CheckedLoop::demo(iterations)?),
             LoopCommand::Run(args) => Checked::Run(CheckedLoop::try_from(LoopParams::from(args))?),
-            LoopCommand::Start { name, gate_cmd, max_iterations, max_wallclock_s, max_tokens, no_progress_window } => {
+            LoopCommand::Start { name, gate_cmd, gate_env, max_iterations, max_wallclock_s, max_tokens, no_progress_window } => {
                 Checked::Start(CheckedStart::try_from(StartParams {
                     name,
                     gate_cmd,
@@ -234,6 +240,7 @@ impl LoopCommand {
                     max_wallclock_s,
                     max_tokens,
                     no_progress_window,
+                    gate_env: loops::params::capture_gate_env(&gate_env)?,
                 })?)
             }
             LoopCommand::Step { run_id, tokens, note } => {
@@ -264,6 +271,10 @@ fn ctrl_c() -> Arc<Cancel> {
 pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i32> {
     match cmd {
         Checked::Run(spec) => {
+            // Said before the wait, once: why a long wall-clock will end early.
+            for n in &spec.notes {
+                eprintln!("slm: note: {}", n.message);
+            }
             let cancel = ctrl_c();
             let r = loops::run_memory_loop(engine, &spec, &cancel, &mut |e| print_lap(e, json_out))?;
             let code = finish(&r, json_out);
@@ -288,6 +299,7 @@ pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i3
                 for c in &st.clamped {
                     println!("clamped: {} {} -> {}", c.field, c.requested, c.applied);
                 }
+                print_gate_env(&st.gate_env);
             }
             Ok(0)
         }
@@ -339,7 +351,16 @@ pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i3
             if json_out {
                 println!("{}", json!(s));
             } else {
-                println!("run {} (loop {}): {}", s.run_id, s.name, s.status);
+                match &s.reason {
+                    Some(r) => println!("run {} (loop {}): {} ({r})", s.run_id, s.name, s.status),
+                    None => println!("run {} (loop {}): {}", s.run_id, s.name, s.status),
+                }
+                if let Some(cmd) = &s.gate_cmd {
+                    println!("gate command: {cmd}");
+                }
+                if let Some(env) = &s.gate_env {
+                    print_gate_env(env);
+                }
                 let rows: Vec<Vec<String>> = s
                     .laps
                     .iter()
@@ -386,6 +407,14 @@ fn spawn_backfill(engine: &Engine) {
         .stderr(std::process::Stdio::null())
         .process_group(0)
         .spawn();
+}
+
+/// The recorded directory and environment of a command gate, one variable a line.
+fn print_gate_env(env: &slm::record::GateEnv) {
+    println!("gate runs in {} with exactly this environment:", env.cwd);
+    for (k, v) in &env.vars {
+        println!("  {k}={v}");
+    }
 }
 
 fn print_lap(e: &LapEvent, json_out: bool) {

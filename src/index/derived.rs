@@ -36,6 +36,12 @@ use crate::embed::DIM;
 use crate::memory::Kind;
 use crate::{Error, Result};
 
+/// Visits stored rows as `(id, kind, vector bytes)` (empty bytes: no vector yet).
+pub type RowVisitor<'a> = dyn FnMut(i64, Kind, &[u8]) -> Result<()> + 'a;
+
+/// `load(after, visit)`: visits every stored row with an id above `after`, in id order.
+pub type RowSource<'a> = dyn FnMut(i64, &mut RowVisitor<'_>) -> Result<()> + 'a;
+
 /// The folder in the data root.
 pub const DIR: &str = "index";
 const MAGIC: &[u8; 8] = b"SLMIDX01";
@@ -156,7 +162,7 @@ impl Segment {
     /// time and drops it after use, so its resident memory stays at a window per thread
     /// however large the store is. `range.start` must be a multiple of [`WINDOW`].
     pub fn quant_window(&self, range: std::ops::Range<usize>) -> Option<Mmap> {
-        debug_assert!(range.start % WINDOW == 0 && range.end <= self.len());
+        debug_assert!(range.start.is_multiple_of(WINDOW) && range.end <= self.len());
         let file = self.quant.as_ref()?;
         if range.is_empty() {
             return None;
@@ -283,7 +289,7 @@ impl Derived {
         &self,
         store_id: &[u8; 32],
         forgotten: &[i64],
-        load: &mut dyn FnMut(i64, &mut dyn FnMut(i64, Kind, &[u8]) -> Result<()>) -> Result<()>,
+        load: &mut RowSource<'_>,
         progress: &mut dyn FnMut(u64),
     ) -> Result<Option<Head>> {
         let _lock = self.lock()?;
@@ -327,7 +333,7 @@ impl Derived {
     pub fn rebuild(
         &self,
         store_id: &[u8; 32],
-        load: &mut dyn FnMut(i64, &mut dyn FnMut(i64, Kind, &[u8]) -> Result<()>) -> Result<()>,
+        load: &mut RowSource<'_>,
         progress: &mut dyn FnMut(u64),
     ) -> Result<Head> {
         let _lock = self.lock()?;

@@ -238,6 +238,12 @@ fn scan_window(
     }
 }
 
+/// One window's top-k pass: the lower bounds kept, and the candidates `(position, upper bound)`.
+type WindowTopK = (Vec<f64>, Vec<(usize, f64)>);
+
+/// One window's sweep pass: rows admitted, the best lower bound, and the candidates.
+type WindowSweep = (u64, f64, Vec<(usize, f64)>);
+
 /// The `k` largest of `v` (unordered), and the smallest of those (−∞ when fewer than `k`).
 fn keep_largest(v: &mut Vec<f64>, k: usize) -> f64 {
     if v.len() < k || k == 0 {
@@ -273,7 +279,7 @@ fn quant_top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>, range:
         });
         (lbs, cands)
     };
-    let parts: Vec<(Vec<f64>, Vec<(usize, f64)>)> = windows(range.clone()).into_par_iter().map(per_window).collect();
+    let parts: Vec<WindowTopK> = windows(range.clone()).into_par_iter().map(per_window).collect();
     let mut all_lbs: Vec<f64> = parts.iter().flat_map(|p| p.0.iter().copied()).collect();
     let cut = keep_largest(&mut all_lbs, k);
     let hits: Vec<Scored> = parts
@@ -306,7 +312,7 @@ fn quant_sweep(set: &VectorSet, q: &[f32], filter: &Filter<'_>, range: std::ops:
         cands.retain(|c| c.1 >= t || c.1 >= best_lb);
         (eligible, best_lb, cands)
     };
-    let parts: Vec<(u64, f64, Vec<(usize, f64)>)> = windows(range.clone()).into_par_iter().map(per_window).collect();
+    let parts: Vec<WindowSweep> = windows(range.clone()).into_par_iter().map(per_window).collect();
     let best_lb = parts.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
     let all = Filter { min_score: f32::NEG_INFINITY, ..*filter };
     let mut out = parts
@@ -409,7 +415,7 @@ mod tests {
         use crate::index::derived::{store_id_bytes, Derived};
         let d = Derived::open(dir).unwrap();
         let id = store_id_bytes("0123456789abcdef0123456789abcdef");
-        let mut load = |after: i64, visit: &mut dyn FnMut(i64, Kind, &[u8]) -> crate::Result<()>| {
+        let mut load = |after: i64, visit: &mut crate::index::derived::RowVisitor<'_>| {
             for (i, v) in vecs[..in_files].iter().enumerate() {
                 let rid = i as i64 + 1;
                 if rid > after {

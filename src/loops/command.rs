@@ -8,6 +8,12 @@
 //! (tokens, stalled laps). After a terminal status every step is refused with that status.
 //! The agent reports its tokens; no-progress compares each lap's gate outcome (exit code and
 //! an output digest). The engine, not the agent, decides when the loop is done.
+//!
+//! Nor can the agent steer the gate: `start` records the working directory and the
+//! environment the command runs with ([`crate::loops::params::capture_gate_env`]), and every
+//! step runs it with exactly those (`/bin/sh`, a cleared environment, the recorded directory),
+//! whatever the stepping process's directory, PATH or variables. A recorded directory that no
+//! longer exists fails the lap, saying so.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -19,7 +25,7 @@ use sha2::{Digest, Sha256};
 use super::ledger::{self, Driver, LapInput, Ledger};
 use super::params::{CheckedStart, CheckedStep, Clamp, Limits};
 use crate::engine::Engine;
-use crate::record::{GateSpec, RunParams, RunStatus};
+use crate::record::{GateEnv, GateSpec, RunParams, RunStatus};
 use crate::storage::{RunRow, StepWrite};
 use crate::{Error, Result};
 
@@ -35,6 +41,8 @@ pub struct Started {
     pub run_id: String,
     pub name: String,
     pub gate_cmd: String,
+    /// The directory and the whole environment every step runs the command with.
+    pub gate_env: GateEnv,
     pub limits: Limits,
     pub clamped: Vec<Clamp>,
     /// When the run's wall-clock ends (RFC 3339 UTC).
@@ -74,6 +82,8 @@ pub struct GateOutcome {
     /// Combined stdout and stderr (the last 64 KiB).
     pub output: String,
     pub elapsed: Duration,
+    /// Why the command was not started at all (its recorded directory is gone).
+    pub not_started: Option<String>,
 }
 
 impl GateOutcome {
@@ -83,7 +93,7 @@ impl GateOutcome {
 
     fn digest(&self) -> String {
         let mut h = Sha256::new();
-        h.update(format!("{:?}/{}/", self.exit_code, self.timed_out));
+        h.update(format!("{:?}/{}/{:?}/", self.exit_code, self.timed_out, self.not_started));
         h.update(self.output.as_bytes());
         h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
     }
@@ -101,6 +111,9 @@ impl GateOutcome {
 
     /// Why a verifying command refused a candidate, to read after "#17 scored 0.77 but ".
     pub fn refusal(&self) -> String {
+        if let Some(why) = &self.not_started {
+            return format!("the command could not start: {why}");
+        }
         let what = match (self.timed_out, self.exit_code) {
             (true, _) => format!("the command was killed at the deadline after {:.1} s", self.elapsed.as_secs_f64()),
             (false, Some(c)) => format!("the command refused it (exit {c})"),
@@ -113,7 +126,9 @@ impl GateOutcome {
     }
 
     fn detail(&self, note: Option<&str>) -> String {
-        let mut d = if self.timed_out {
+        let mut d = if let Some(why) = &self.not_started {
+            format!("gate command could not start: {why}")
+        } else if self.timed_out {
             format!("gate command killed at the wall-clock deadline after {:.1} s", self.elapsed.as_secs_f64())
         } else {
             match self.exit_code {
@@ -139,20 +154,35 @@ pub struct GateInput {
     pub stdin: Option<Vec<u8>>,
     /// Extra environment variables.
     pub env: Vec<(String, String)>,
+    /// Run with exactly this directory and environment (plus `env`) instead of this
+    /// process's: a command gate's record from `loop start`.
+    pub recorded: Option<GateEnv>,
 }
 
 /// Runs `cmd` with `sh -c` in a new process group, for at most `limit`. The group is killed
 /// (SIGKILL) when the limit passes, and also once the command exits, so nothing it started
-/// outlives the lap.
+/// outlives the lap. With `input.recorded` it runs `/bin/sh` with exactly that directory and
+/// environment; a directory that is gone is an outcome (`not_started`), not an error.
 pub fn run_gate(cmd: &str, limit: Duration, input: &GateInput) -> Result<GateOutcome> {
     use std::os::unix::process::CommandExt;
     let started = Instant::now();
     if limit.is_zero() {
-        return Ok(GateOutcome { exit_code: None, timed_out: true, output: String::new(), elapsed: Duration::ZERO });
+        return Ok(GateOutcome { exit_code: None, timed_out: true, output: String::new(), elapsed: Duration::ZERO, not_started: None });
+    }
+    let mut command = Command::new("sh");
+    if let Some(rec) = &input.recorded {
+        if !std::path::Path::new(&rec.cwd).is_dir() {
+            let why = format!("its working directory {} (recorded at loop start) no longer exists", rec.cwd);
+            return Ok(GateOutcome { exit_code: None, timed_out: false, output: String::new(), elapsed: started.elapsed(), not_started: Some(why) });
+        }
+        // The system's shell by absolute path: the recorded PATH decides what the command
+        // finds, and no PATH decides which shell runs it.
+        command = Command::new("/bin/sh");
+        command.env_clear().envs(&rec.vars).current_dir(&rec.cwd);
     }
     let (mut reader, writer) = std::io::pipe().map_err(|e| Error::io("cannot create a pipe for the gate command", e))?;
     let writer2 = writer.try_clone().map_err(|e| Error::io("cannot create a pipe for the gate command", e))?;
-    let mut child = Command::new("sh")
+    let mut child = command
         .arg("-c")
         .arg(cmd)
         .envs(input.env.iter().map(|(k, v)| (k, v)))
@@ -162,6 +192,9 @@ pub fn run_gate(cmd: &str, limit: Duration, input: &GateInput) -> Result<GateOut
         .process_group(0)
         .spawn()
         .map_err(|e| Error::io("cannot start the gate command with sh", e))?;
+    // The command holds our copies of the pipe's write ends: close them, or the output
+    // collector never sees the end of the output.
+    drop(command);
     let pgid = child.id() as libc::pid_t;
     if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), input.stdin.clone()) {
         // A thread, so a command that never reads cannot block us past the deadline; a
@@ -217,6 +250,7 @@ pub fn run_gate(cmd: &str, limit: Duration, input: &GateInput) -> Result<GateOut
         timed_out,
         output,
         elapsed: started.elapsed(),
+        not_started: None,
     })
 }
 
@@ -229,7 +263,7 @@ pub fn start(engine: &Engine, p: &CheckedStart) -> Result<Started> {
     let deadline_ms = now_ms() + (p.limits.max_wallclock_s * 1000.0).round() as i64;
     let params = RunParams {
         limits: p.limits.clone(),
-        gate: GateSpec::Command { gate_cmd: p.gate_cmd.clone(), deadline_ms },
+        gate: GateSpec::Command { gate_cmd: p.gate_cmd.clone(), deadline_ms, gate_env: Some(p.gate_env.clone()) },
     };
     let ledger = Ledger::start(engine, &p.name, params, Driver::AnyProcess, Some(StepState::default().to_json()))?;
     let deadline = chrono::DateTime::from_timestamp_millis(deadline_ms)
@@ -240,6 +274,7 @@ pub fn start(engine: &Engine, p: &CheckedStart) -> Result<Started> {
         run_id: ledger.run_id().to_string(),
         name: p.name.clone(),
         gate_cmd: p.gate_cmd.clone(),
+        gate_env: p.gate_env.clone(),
         limits: p.limits.clone(),
         clamped: p.clamped.clone(),
         deadline,
@@ -267,10 +302,11 @@ pub struct Stepped {
     pub ledger_errors: u64,
 }
 
-/// The command gate of an agent-driven run, or an error saying the run is not one.
-fn command_gate(run: &RunRow) -> Result<(&str, i64)> {
+/// The command gate of an agent-driven run (command, deadline, recorded directory and
+/// environment), or an error saying the run is not one.
+fn command_gate(run: &RunRow) -> Result<(&str, i64, Option<&GateEnv>)> {
     match &run.params.gate {
-        GateSpec::Command { gate_cmd, deadline_ms } => Ok((gate_cmd, *deadline_ms)),
+        GateSpec::Command { gate_cmd, deadline_ms, gate_env } => Ok((gate_cmd, *deadline_ms, gate_env.as_ref())),
         _ => Err(Error::invalid("run_id", &run.run_id, "is not an agent-driven run (start one with slm loop start)")),
     }
 }
@@ -278,12 +314,12 @@ fn command_gate(run: &RunRow) -> Result<(&str, i64)> {
 /// Runs one lap of an agent-driven run: the gate command, then the engine's decision.
 pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped> {
     let run = super::run_row(engine, run_id)?;
-    let (gate_cmd, deadline_ms) = command_gate(&run)?;
+    let (gate_cmd, deadline_ms, gate_env) = command_gate(&run)?;
     if run.status.is_terminal() {
         return Err(Error::Ended { run_id: run_id.to_string(), status: run.status.to_string() });
     }
     let remaining = Duration::from_millis((deadline_ms - now_ms()).max(0) as u64);
-    let outcome = run_gate(gate_cmd, remaining, &GateInput::default())?;
+    let outcome = run_gate(gate_cmd, remaining, &GateInput { recorded: gate_env.cloned(), ..GateInput::default() })?;
     let detail = outcome.detail(args.note.as_deref());
     let digest = outcome.digest();
     let passed = outcome.passed();
@@ -387,6 +423,7 @@ mod tests {
             max_wallclock_s: 30.0,
             max_tokens: 0,
             no_progress_window: window,
+            gate_env: crate::loops::params::capture_gate_env(&[]).unwrap(),
         };
         start(e, &CheckedStart::try_from(p).unwrap()).unwrap().run_id
     }

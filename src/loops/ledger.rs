@@ -175,6 +175,7 @@ pub fn reason(status: RunStatus, lap: i64, detail: &str, l: &Limits, tokens: u64
         }
         RunStatus::MaxWallclock => format!("stopped on lap {lap}: the {} s wall-clock limit was reached", l.max_wallclock_s),
         RunStatus::Cancelled => format!("cancelled after {lap} laps"),
+        RunStatus::Error => format!("stopped by an error after {lap} laps"),
         RunStatus::Running | RunStatus::Interrupted => format!("{status} on lap {lap}"),
     }
 }
@@ -198,6 +199,9 @@ pub struct Ledger<'e> {
     run_id: String,
     tags: Vec<String>,
     errors: u64,
+    /// A blocking run this ledger started and has not ended yet: if it is dropped so (a
+    /// panic unwinding past the runner), the run is ended `error` rather than left open.
+    open: bool,
 }
 
 impl<'e> Ledger<'e> {
@@ -206,7 +210,7 @@ impl<'e> Ledger<'e> {
     /// returned.
     pub fn start(engine: &'e Engine, name: &str, params: RunParams, driver: Driver, state: Option<String>) -> crate::Result<Self> {
         let run_id = new_run_id(name);
-        let mut ledger = Ledger { engine, tags: lap_tags(name, &run_id), run_id, errors: 0 };
+        let mut ledger = Ledger { engine, tags: lap_tags(name, &run_id), run_id, errors: 0, open: driver == Driver::ThisProcess };
         let (pid, proc_start) = match driver {
             Driver::ThisProcess => {
                 let pid = std::process::id();
@@ -240,7 +244,7 @@ impl<'e> Ledger<'e> {
 
     /// The ledger of an existing run (an agent step).
     pub fn attach(engine: &'e Engine, name: &str, run_id: &str) -> Self {
-        Ledger { engine, run_id: run_id.to_string(), tags: lap_tags(name, run_id), errors: 0 }
+        Ledger { engine, run_id: run_id.to_string(), tags: lap_tags(name, run_id), errors: 0, open: false }
     }
 
     pub fn run_id(&self) -> &str {
@@ -299,6 +303,7 @@ impl<'e> Ledger<'e> {
 
     /// Records the end of the run and returns the result with `ledger_errors` filled in.
     pub fn finish(mut self, mut result: RunResult) -> RunResult {
+        self.open = false;
         result.termination.ledger_errors = self.errors;
         let json = serde_json::to_string(&result).unwrap_or_default();
         let r = self.engine.store().run_finish(&self.run_id, result.status, &result.reason, result.laps, &json);
@@ -308,6 +313,34 @@ impl<'e> Ledger<'e> {
             self.engine.announce(Topic::Ledger);
         }
         result
+    }
+
+    /// Ends a run whose lap failed with `error` after `laps` recorded laps: status `error`,
+    /// the error as its reason and in its result. Best effort (the store may be what broke):
+    /// if this write fails too, the run reads `interrupted` once its process is gone.
+    pub fn fail(mut self, laps: i64, error: &crate::Error) {
+        self.open = false;
+        self.end_with_error(laps, &format!("lap {} failed: {error}", laps + 1), Some(error));
+    }
+
+    fn end_with_error(&mut self, laps: i64, reason: &str, error: Option<&crate::Error>) {
+        let result = json!({
+            "ok": false, "status": RunStatus::Error, "reason": reason, "laps": laps, "run_id": self.run_id,
+            "error": error.map(|e| crate::ErrorEnvelope::from(e).error),
+        });
+        let r = self.engine.store().run_finish(&self.run_id, RunStatus::Error, reason, laps, &result.to_string());
+        if self.check(r).is_some() {
+            self.engine.announce(Topic::Ledger);
+        }
+    }
+}
+
+impl Drop for Ledger<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let laps = self.engine.store().run_get(&self.run_id).ok().flatten().map_or(0, |r| r.laps);
+            self.end_with_error(laps, "the run stopped without a result (an internal failure)", None);
+        }
     }
 }
 

@@ -119,6 +119,10 @@ pub struct Show {
     pub name: String,
     pub status: RunStatus,
     pub reason: Option<String>,
+    /// An agent-driven run's gate command (null for a memory-gated run).
+    pub gate_cmd: Option<String>,
+    /// The directory and environment its steps run the command with, recorded at `loop start`.
+    pub gate_env: Option<crate::record::GateEnv>,
     pub laps: Vec<LapView>,
 }
 
@@ -172,7 +176,11 @@ pub fn show(engine: &Engine, run_id: &str, limit: usize) -> Result<Show> {
     crate::memory::validate_limit("limit", limit, 10_000)?;
     let run = run_row(engine, run_id)?;
     let laps = laps(engine, run_id, 0, limit)?;
-    Ok(Show { status: effective_status(&run), run_id: run.run_id, name: run.name, reason: run.reason, laps })
+    let (gate_cmd, gate_env) = match &run.params.gate {
+        GateSpec::Command { gate_cmd, gate_env, .. } => (Some(gate_cmd.clone()), gate_env.clone()),
+        _ => (None, None),
+    };
+    Ok(Show { status: effective_status(&run), run_id: run.run_id, name: run.name, reason: run.reason, gate_cmd, gate_env, laps })
 }
 
 /// A page of runs newest first, with the cursor of the next page (`before`), if any.

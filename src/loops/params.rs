@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::record::Limits;
-use crate::record::{GateSpec, VerifySpec};
+use crate::record::{GateEnv, GateSpec, VerifySpec};
 use crate::memory;
 use crate::{Error, Result};
 
@@ -209,12 +209,66 @@ pub fn bounds(
     Ok((limits, clamped))
 }
 
+/// Something the applied bounds imply that the caller may not expect, reported in
+/// `termination.notes` (and once on the CLI's stderr): `field` names the bound concerned.
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+pub struct Note {
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// The bounds a waiting (memory-gated) run can never reach. Between two laps the runner
+/// waits at most `poll_interval_s` (a feed wake-up only makes a lap sooner, and uses up an
+/// iteration too), so `max_iterations` laps wait at most `(max_iterations - 1) ×
+/// poll_interval_s` in all. When that is less than `max_wallclock_s`, the run ends on
+/// `max_iterations` before its wall-clock (only slow gate evaluations could fill the rest):
+/// `max_wallclock_s` is unreachable by waiting. The converse is not provable (wake-ups can
+/// use up the laps early), so it is not reported.
+pub fn unreachable_bounds(l: &Limits) -> Vec<Note> {
+    let waits = (l.max_iterations - 1) as f64 * l.poll_interval_s;
+    if waits >= l.max_wallclock_s {
+        return Vec::new();
+    }
+    let fmt = |x: f64| format!("{}", (x * 1000.0).round() / 1000.0);
+    let mut message = if l.max_iterations == 1 {
+        format!(
+            "max_wallclock_s {} cannot be reached: max_iterations 1 evaluates the gate once and never waits",
+            fmt(l.max_wallclock_s)
+        )
+    } else {
+        format!(
+            "max_wallclock_s {} cannot be reached by waiting: {} laps (max_iterations) at most {} s apart \
+             (poll_interval_s) end the run on max_iterations after about {} s",
+            fmt(l.max_wallclock_s),
+            l.max_iterations,
+            fmt(l.poll_interval_s),
+            fmt(waits)
+        )
+    };
+    // What would let the run wait its whole wall-clock, within the caps.
+    let laps_needed = (l.max_wallclock_s / l.poll_interval_s).ceil() as i64 + 1;
+    let mut fixes = Vec::new();
+    if laps_needed <= MAX_ITERATIONS_CAP {
+        fixes.push(format!("max_iterations {laps_needed}"));
+    }
+    if l.max_iterations > 1 {
+        let poll = ((l.max_wallclock_s / (l.max_iterations - 1) as f64) * 1000.0).ceil() / 1000.0;
+        fixes.push(format!("poll_interval_s {poll}"));
+    }
+    if !fixes.is_empty() {
+        message.push_str(&format!("; to wait up to {} s, use {}", fmt(l.max_wallclock_s), fixes.join(" or ")));
+    }
+    vec![Note { field: "max_wallclock_s", message }]
+}
+
 /// A memory-gated (or demo) run, checked: the engine runs it as it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckedLoop {
     pub name: String,
     pub limits: Limits,
     pub clamped: Vec<Clamp>,
+    /// See [`unreachable_bounds`] (none for the demo, whose gate does not wait).
+    pub notes: Vec<Note>,
     pub gate: GateSpec,
 }
 
@@ -239,7 +293,8 @@ impl TryFrom<LoopParams> for CheckedLoop {
         })?;
         let gate_verify = check_verify(&p.gate_verify, p.gate_nli_min)?;
         let gate = GateSpec::Memory { gate_query: p.gate_query, gate_tags, gate_verify, gate_nli_min: p.gate_nli_min };
-        Ok(CheckedLoop { name: p.name, limits, clamped, gate })
+        let notes = unreachable_bounds(&limits);
+        Ok(CheckedLoop { name: p.name, limits, clamped, notes, gate })
     }
 }
 
@@ -251,7 +306,7 @@ impl CheckedLoop {
             Error::InvalidInput { field: "max_iterations", value, rule } => Error::InvalidInput { field: "iterations", value, rule },
             e => e,
         })?;
-        Ok(CheckedLoop { name: super::DEMO_NAME.into(), limits, clamped, gate: GateSpec::Stub { passes_on_lap: 3 } })
+        Ok(CheckedLoop { name: super::DEMO_NAME.into(), limits, clamped, notes: Vec::new(), gate: GateSpec::Stub { passes_on_lap: 3 } })
     }
 }
 
@@ -269,6 +324,9 @@ pub struct StartParams {
     pub max_wallclock_s: f64,
     pub max_tokens: i64,
     pub no_progress_window: i64,
+    /// Where and with what environment the command will run on every step
+    /// ([`capture_gate_env`] takes them from the starting process).
+    pub gate_env: GateEnv,
 }
 
 /// An agent-driven run, checked.
@@ -278,6 +336,41 @@ pub struct CheckedStart {
     pub gate_cmd: String,
     pub limits: Limits,
     pub clamped: Vec<Clamp>,
+    pub gate_env: GateEnv,
+}
+
+/// The variables a command gate keeps from the environment of `slm loop start`, besides
+/// every `LC_*` and `SLM_*` one and those named with `--gate-env`: enough for a shell
+/// command to find its programs, its home, its locale and its temporary directory.
+pub const GATE_ENV_KEEP: [&str; 10] = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"];
+
+/// The working directory and environment a command gate will run with, taken from this
+/// process: the current directory and the variables of [`GATE_ENV_KEEP`], `LC_*`, `SLM_*`,
+/// plus each `extra` entry (`NAME`, whose value is taken from this environment and must be
+/// set, or `NAME=VALUE`). Errors name `gate_env`.
+pub fn capture_gate_env(extra: &[String]) -> Result<GateEnv> {
+    let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read the current directory to record it for the gate", e))?;
+    let cwd = cwd.to_str().ok_or_else(|| Error::invalid("gate_cwd", cwd.display(), "must be valid UTF-8"))?.to_string();
+    let mut vars = std::collections::BTreeMap::new();
+    for (k, v) in std::env::vars_os() {
+        let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else { continue };
+        if GATE_ENV_KEEP.contains(&k) || k.starts_with("LC_") || k.starts_with("SLM_") {
+            vars.insert(k.to_string(), v.to_string());
+        }
+    }
+    for e in extra {
+        let (name, value) = match e.split_once('=') {
+            Some((n, v)) => (n, v.to_string()),
+            None => (e.as_str(), std::env::var(e).map_err(|_| Error::invalid("gate_env", e, "is not set (give NAME=VALUE)"))?),
+        };
+        let ok_name = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok_name || value.contains('\0') {
+            return Err(Error::invalid("gate_env", e, "must be NAME or NAME=VALUE, NAME of [A-Za-z_][A-Za-z0-9_]*, no NUL"));
+        }
+        vars.insert(name.to_string(), value);
+    }
+    Ok(GateEnv { cwd, vars })
 }
 
 impl TryFrom<StartParams> for CheckedStart {
@@ -293,7 +386,7 @@ impl TryFrom<StartParams> for CheckedStart {
         if p.gate_cmd.len() > MAX_GATE_CMD || p.gate_cmd.contains('\0') {
             return Err(Error::invalid("gate_cmd", &p.gate_cmd, "must be at most 8192 bytes, without NUL"));
         }
-        Ok(CheckedStart { name: p.name, gate_cmd: p.gate_cmd, limits, clamped })
+        Ok(CheckedStart { name: p.name, gate_cmd: p.gate_cmd, limits, clamped, gate_env: p.gate_env })
     }
 }
 
@@ -382,6 +475,30 @@ mod tests {
     }
 
     #[test]
+    fn a_wall_clock_the_laps_cannot_wait_out_is_noted() {
+        let notes = |iterations, wallclock, poll| {
+            let mut p = LoopParams::new("ci", "q");
+            (p.max_iterations, p.max_wallclock_s, p.poll_interval_s) = (iterations, wallclock, poll);
+            CheckedLoop::try_from(p).unwrap().notes
+        };
+        assert!(notes(20, 15.0, 1.0).is_empty(), "the defaults wait 19 s >= 15 s");
+        assert!(notes(5, 4.0, 1.0).is_empty(), "4 waits of 1 s fill 4 s exactly");
+        let n = notes(20, 60.0, 0.25);
+        assert_eq!(n.len(), 1);
+        assert_eq!(n[0].field, "max_wallclock_s");
+        assert!(n[0].message.contains("after about 4.75 s"), "{}", n[0].message);
+        // 241 laps would be past the 200 cap: only the poll interval is suggested.
+        assert!(n[0].message.ends_with("to wait up to 60 s, use poll_interval_s 3.158"), "{}", n[0].message);
+        let n = notes(20, 60.0, 1.0);
+        assert!(n[0].message.ends_with("use max_iterations 61 or poll_interval_s 3.158"), "{}", n[0].message);
+        // Clamped to 200 laps, 120 s and 0.25 s: the poll interval it would take.
+        let n = notes(500, 500.0, 0.1);
+        assert!(!n[0].message.contains(" or ") && n[0].message.contains("use poll_interval_s 0.604"), "{}", n[0].message);
+        assert!(notes(1, 10.0, 1.0)[0].message.contains("never waits"));
+        assert!(CheckedLoop::demo(20).unwrap().notes.is_empty());
+    }
+
+    #[test]
     fn start_and_step_are_checked_once() {
         let start = |cmd: &str| StartParams {
             name: "ci".into(),
@@ -390,6 +507,7 @@ mod tests {
             max_wallclock_s: 5.0,
             max_tokens: 0,
             no_progress_window: 0,
+            gate_env: GateEnv { cwd: "/".into(), vars: Default::default() },
         };
         assert_eq!(CheckedStart::try_from(start("make test")).unwrap().gate_cmd, "make test");
         assert_eq!(CheckedStart::try_from(start("  ")).unwrap_err().field(), Some("gate_cmd"));

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::params::{Clamp, Limits};
+use super::params::{Clamp, Limits, Note};
 use super::verify::Rejected;
 use crate::memory::Hit;
 use crate::record::RunStatus;
@@ -19,6 +19,9 @@ pub struct Termination {
     pub best_memory_id: Option<i64>,
     pub limits: Limits,
     pub clamped: Vec<Clamp>,
+    /// What the applied bounds imply that the caller may not expect (e.g. a wall-clock the
+    /// laps can never wait out).
+    pub notes: Vec<Note>,
     pub ledger_errors: u64,
     /// Candidates the gate's verifiers rejected over the whole run.
     pub rejected_candidates: u64,

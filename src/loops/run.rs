@@ -59,8 +59,23 @@ impl Cancel {
     }
 }
 
+/// Unwraps a lap's result; on an error, ends the run `error` after `$laps` laps (see
+/// [`Ledger::fail`]) and returns the error, so no run is left `running` by a failed lap.
+macro_rules! or_fail {
+    ($ledger:ident, $laps:expr, $e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => {
+                $ledger.fail($laps, &e);
+                return Err(e);
+            }
+        }
+    };
+}
+
 /// Runs a checked loop with `gate` to a terminal status. Errors returned here are internal
-/// failures of the gate; invalid input was rejected when the loop was checked.
+/// failures of the gate (the run is then recorded as `error`); invalid input was rejected
+/// when the loop was checked.
 pub fn run(
     engine: &Engine,
     spec: &CheckedLoop,
@@ -88,7 +103,7 @@ pub fn run(
     let mut rejected_candidates: u64 = 0;
     let (outcome, obs) = loop {
         lap += 1;
-        let obs = gate.observe(lap, deadline)?;
+        let obs = or_fail!(ledger, lap - 1, gate.observe(lap, deadline));
         rejected_candidates += obs.rejected.len() as u64;
         if lap == 1 {
             tokens += gate.setup_tokens();
@@ -124,7 +139,7 @@ pub fn run(
         if gate.waits() {
             let next = (Instant::now() + Duration::from_secs_f64(limits.poll_interval_s)).min(deadline);
             let cancelled = match &signal {
-                Some(s) => wait_for_change(engine, ledger.run_id(), cancel, gate, s, &mut generation, next)?,
+                Some(s) => or_fail!(ledger, lap, wait_for_change(engine, ledger.run_id(), cancel, gate, s, &mut generation, next)),
                 None => sleep_until(engine, ledger.run_id(), cancel, next),
             };
             if cancelled {
@@ -138,7 +153,7 @@ pub fn run(
     let status = outcome.status.unwrap_or(RunStatus::Cancelled);
     let reason = outcome.reason.unwrap_or_else(|| ledger::reason(status, lap, &obs.detail, limits, tokens));
     let matched = match (status, obs.best_memory_id) {
-        (RunStatus::Converged, Some(id)) => engine.get(&[id])?.into_iter().next().map(|m| Match {
+        (RunStatus::Converged, Some(id)) => or_fail!(ledger, lap, engine.get(&[id])).into_iter().next().map(|m| Match {
             hit: Hit {
                 id: m.id,
                 content: m.content,
@@ -164,6 +179,7 @@ pub fn run(
             best_memory_id: obs.best_memory_id,
             limits: limits.clone(),
             clamped: spec.clamped.clone(),
+            notes: spec.notes.clone(),
             ledger_errors: 0,
             rejected_candidates,
         },

@@ -383,8 +383,58 @@ impl SlmServer {
     }
 }
 
+/// Arguments that do not deserialize into `T`, as the error every other failure is: kind
+/// `invalid_input`, the field at fault (its path, e.g. `tags[1]`), the message.
+fn check_args<T: serde::de::DeserializeOwned>(args: &serde_json::Value) -> Option<crate::ErrorEnvelope> {
+    let e = serde_path_to_error::deserialize::<_, T>(args).err()?;
+    let path = e.path().to_string();
+    let inner = e.into_inner().to_string();
+    // At the top level serde names the field in its message (missing or unknown field `x`).
+    let field = if path != "." {
+        path
+    } else {
+        inner.split('`').nth(1).map_or_else(|| "arguments".to_string(), str::to_string)
+    };
+    let message = format!("invalid {field}: {inner}");
+    Some(crate::ErrorEnvelope { ok: false, error: crate::ErrorBody { kind: "invalid_input".into(), field: Some(field), message } })
+}
+
+/// The argument check of a tool call (see [`check_args`]); `None` lets the call go on.
+fn bad_arguments(tool: &str, args: Option<&serde_json::Map<String, serde_json::Value>>) -> Option<crate::ErrorEnvelope> {
+    let v = serde_json::Value::Object(args.cloned().unwrap_or_default());
+    match tool {
+        "remember" => check_args::<RememberArgs>(&v),
+        "recall" => check_args::<RecallArgs>(&v),
+        "list_memories" => check_args::<ListArgs>(&v),
+        "forget" | "get_memories" => check_args::<IdsArgs>(&v),
+        "slm_loop_run" => check_args::<LoopParams>(&v),
+        "slm_loop_history" => check_args::<HistoryArgs>(&v),
+        "slm_loop_show" => check_args::<ShowArgs>(&v),
+        "slm_loop_cancel" => check_args::<RunIdArgs>(&v),
+        "import_memories" => check_args::<ImportArgs>(&v),
+        "slm_loop_demo" => check_args::<DemoArgs>(&v),
+        _ => None,
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for SlmServer {
+    /// Dispatches to the tool, after checking its arguments: rmcp would answer a type error
+    /// with its own text and no `_meta["slm/error"]`; here it is slm's invalid-input error.
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        if self.tool_router.has_route(&request.name) {
+            if let Some(e) = bad_arguments(&request.name, request.arguments.as_ref()) {
+                return ToolError(e).into_call_tool_result();
+            }
+        }
+        let tcc = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(tcc).await
+    }
+
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("slm", env!("CARGO_PKG_VERSION")))

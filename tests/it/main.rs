@@ -13,6 +13,7 @@ mod derived_files;
 mod errors;
 mod feed;
 mod gate_verify;
+mod hard_edges_loops;
 mod hard_edges_store;
 mod import;
 mod loops;

@@ -61,8 +61,8 @@ impl Harness {
     }
 
     /// Calls a tool that must fail and returns `{"error": _meta["slm/error"]}` (null when the
-    /// failure is rmcp's, e.g. arguments that do not deserialize). slm's errors carry their
-    /// message as the text content and no structured content.
+    /// failure is rmcp's). slm's errors, arguments that do not deserialize included, carry
+    /// their message as the text content and no structured content.
     async fn err(&self, tool: &str, a: Value) -> Value {
         let r = self.call(tool, a.clone()).await;
         assert_eq!(r.is_error, Some(true), "{tool} {a} should fail: {r:?}");
@@ -122,8 +122,9 @@ async fn memory_tools_and_their_errors() {
     assert_eq!(h.err("slm_loop_cancel", json!({"run_id": "nope"})).await["error"]["kind"], "not_found");
     let cmd = json!({"name": "x", "gate_query": "q", "gate_verify": ["cmd:true"]});
     assert_eq!(h.err("slm_loop_run", cmd).await["error"]["field"], "gate_verify", "MCP never runs a command");
-    h.err("recall", json!({"query": "x", "limit": "ten"})).await; // does not deserialize
-    h.err("remember", json!({"content": "x", "colour": "red"})).await; // unknown field
+    // Arguments that do not deserialize: slm's invalid-input error, naming the field.
+    assert_eq!(h.err("recall", json!({"query": "x", "limit": "ten"})).await["error"]["field"], "limit");
+    assert_eq!(h.err("remember", json!({"content": "x", "colour": "red"})).await["error"]["field"], "colour");
     assert!(h.client.call_tool(CallToolRequestParams::new("no_such_tool")).await.is_err());
     assert_eq!(h.ok("status", json!({})).await["memories"], 3);
 }

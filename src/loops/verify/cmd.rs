@@ -41,6 +41,7 @@ impl Verifier for CmdVerifier {
                     ("SLM_GATE_CONTENT".into(), c.content.clone()),
                     ("SLM_GATE_QUERY".into(), self.query.clone()),
                 ],
+                recorded: None,
             };
             let o = run_gate(&self.command, deadline.saturating_duration_since(Instant::now()), &input)?;
             out.push((!o.passed()).then(|| Refusal {
