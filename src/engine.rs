@@ -127,6 +127,13 @@ pub struct Status {
     /// Why the model files cannot be found, when they cannot.
     pub model_error: Option<String>,
     pub index: IndexState,
+    /// True when the data root cannot be written: reads work, writes fail as `read_only`.
+    pub read_only: bool,
+    /// When the store was created (stores created before slm recorded it: null).
+    pub created_at: Option<String>,
+    /// `"not checked"`, `"ok"`, or what SQLite's integrity check found (`slm status --check`
+    /// runs the full check; a read or write that meets a damaged page runs a quick one).
+    pub integrity: String,
 }
 
 /// The memory engine over one data root.
@@ -341,6 +348,9 @@ impl Engine {
 
     /// Embeds and stores the vectors of up to `max` rows stored without one; returns how many.
     pub fn backfill_pending(&self, max: usize) -> Result<usize> {
+        if self.store().read_only() {
+            return Ok(0); // nothing can be stored; recall embeds pending rows on the fly
+        }
         let mut done = 0;
         while done < max {
             let rows = self.store().pending_rows(64.min(max - done))?;
@@ -359,6 +369,8 @@ impl Engine {
     }
 
     fn write_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)], embed: bool, given: &[Option<&[f32]>]) -> Result<Vec<Remembered>> {
+        // Read-only media: fail before the model loads, naming the cause.
+        self.store().writable()?;
         // Skip the model for rows already stored: a dedup costs a lookup, not an inference.
         let keys: Vec<[u8; 32]> = rows.iter().map(|(c, t)| dedup_key(kind, c, t)).collect();
         let mut known = Vec::with_capacity(rows.len());
@@ -589,6 +601,7 @@ impl Engine {
         }
         let gone = {
             let mut store = self.store();
+            store.writable()?;
             let existing = store.existing(ids)?;
             if let Some(missing) = ids.iter().find(|id| !existing.contains(id)) {
                 return Err(Error::NotFound { what: "memory", id: missing.to_string() });
@@ -601,10 +614,17 @@ impl Engine {
         Ok(gone)
     }
 
+    /// Runs SQLite's full integrity check (every page and index): `"ok"` or its findings.
+    /// [`Engine::status`] reports the verdict afterwards.
+    pub fn check_integrity(&self) -> Result<String> {
+        self.store().check_integrity(true)
+    }
+
     /// Counts, paths, model and index state. Never loads the model and never writes.
     pub fn status(&self) -> Result<Status> {
         let store = self.store();
         let (memories, laps) = store.counts()?;
+        let created_at = store.meta(crate::storage::CREATED_META)?;
         let files = crate::embed::ModelFiles::locate();
         Ok(Status {
             model_dir: files.as_ref().ok().map(|f| f.model_dir.clone()),
@@ -618,6 +638,9 @@ impl Engine {
             model: self.embedder.model_name().to_string(),
             model_loaded: self.embedder.is_loaded(),
             index: self.index.state(),
+            read_only: store.read_only(),
+            created_at,
+            integrity: store.integrity().unwrap_or("not checked").to_string(),
         })
     }
 }

@@ -50,7 +50,12 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    /// The stored data does not look like something this version of slm wrote.
+    /// A write was asked of a data root this process cannot write (read-only media, or no
+    /// permission). Reads still work.
+    #[error("data root is read-only: {}", path.display())]
+    ReadOnly { path: PathBuf },
+
+    /// The stored data is damaged, or does not look like something this version of slm wrote.
     #[error("corrupt data: {0}")]
     Corrupt(String),
 
@@ -124,6 +129,7 @@ impl Error {
             Error::Model { .. } => "model",
             Error::Database { .. } => "database",
             Error::Io { .. } => "io",
+            Error::ReadOnly { .. } => "read_only",
             Error::Corrupt(_) => "corrupt",
             Error::Internal(_) => "internal",
         }

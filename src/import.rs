@@ -7,6 +7,10 @@
 //! Lines without an embedding are embedded (one model call per 64 texts); a line that carries
 //! one (384 finite numbers, from the same model: slm cannot tell) is stored as given, after
 //! normalising it, so moving a store from another tool needs no model at all.
+//!
+//! An import that fails part-way (a full disk, any store error) keeps what it committed and
+//! returns [`ImportStopped`]: the summary so far, with the last line whose batch committed.
+//! Re-running the same import resumes it, since stored lines are deduplicated.
 
 use std::io::BufRead;
 
@@ -54,6 +58,21 @@ pub struct ImportSummary {
     pub deduped: usize,
     /// Lines rejected, with their 1-based numbers.
     pub skipped: Vec<SkippedLine>,
+    /// Every line up to this 1-based number is stored, deduplicated or skipped (0: none).
+    pub last_committed_line: usize,
+}
+
+/// An import that stopped on an error after committing `summary`.
+#[derive(Debug)]
+pub struct ImportStopped {
+    pub summary: ImportSummary,
+    pub error: crate::Error,
+}
+
+impl From<Box<ImportStopped>> for crate::Error {
+    fn from(s: Box<ImportStopped>) -> Self {
+        s.error
+    }
 }
 
 /// Collects validated items into batches and writes each batch, counting what happened.
@@ -61,17 +80,20 @@ struct Batcher<'e> {
     engine: &'e Engine,
     batch: Vec<Item>,
     summary: ImportSummary,
+    /// The number of the last line taken (what a successful flush commits through).
+    last_line: usize,
 }
 
 impl<'e> Batcher<'e> {
     fn new(engine: &'e Engine) -> Self {
-        Batcher { engine, batch: Vec::with_capacity(BATCH), summary: ImportSummary::default() }
+        Batcher { engine, batch: Vec::with_capacity(BATCH), summary: ImportSummary::default(), last_line: 0 }
     }
 
     /// Takes item number `line` (1-based): validated, it joins the batch; otherwise it is
     /// reported. Returns true when a full batch was written.
     fn push(&mut self, line: usize, item: std::result::Result<Item, String>) -> Result<bool> {
         self.summary.lines += 1;
+        self.last_line = line;
         match item.and_then(|(content, tags, v)| validate(content, &tags, v)) {
             Ok(item) => self.batch.push(item),
             Err(error) => self.summary.skipped.push(SkippedLine { line, error }),
@@ -86,6 +108,7 @@ impl<'e> Batcher<'e> {
 
     fn flush(&mut self) -> Result<()> {
         if self.batch.is_empty() {
+            self.summary.last_committed_line = self.last_line;
             return Ok(());
         }
         let items: Vec<(&str, Vec<String>)> = self.batch.iter().map(|(c, t, _)| (c.as_str(), t.clone())).collect();
@@ -98,12 +121,19 @@ impl<'e> Batcher<'e> {
             }
         }
         self.batch.clear();
+        self.summary.last_committed_line = self.last_line;
         Ok(())
     }
 
-    fn finish(mut self) -> Result<ImportSummary> {
-        self.flush()?;
-        Ok(self.summary)
+    fn finish(mut self) -> Result<ImportSummary, Box<ImportStopped>> {
+        match self.flush() {
+            Ok(()) => Ok(self.summary),
+            Err(e) => Err(self.stopped(e)),
+        }
+    }
+
+    fn stopped(self, error: crate::Error) -> Box<ImportStopped> {
+        Box::new(ImportStopped { summary: self.summary, error })
     }
 }
 
@@ -136,13 +166,19 @@ pub fn import_items(engine: &Engine, items: impl IntoIterator<Item = (String, Ve
     for (i, (content, tags)) in items.into_iter().enumerate() {
         b.push(i + 1, Ok((content, tags, None)))?;
     }
-    b.finish()
+    Ok(b.finish()?)
 }
 
 /// Imports every line of `reader`; `progress` is called with the bytes consumed so far.
-pub fn import_jsonl(engine: &Engine, reader: impl BufRead, progress: &mut dyn FnMut(u64)) -> Result<ImportSummary> {
+pub fn import_jsonl(
+    engine: &Engine,
+    reader: impl BufRead,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ImportSummary, Box<ImportStopped>> {
     use rayon::prelude::*;
-    engine.prepare_bulk()?;
+    if let Err(e) = engine.prepare_bulk() {
+        return Err(Batcher::new(engine).stopped(e));
+    }
     let mut b = Batcher::new(engine);
     let mut consumed = 0u64;
     let mut lines = reader.split(b'\n').enumerate().peekable();
@@ -151,7 +187,10 @@ pub fn import_jsonl(engine: &Engine, reader: impl BufRead, progress: &mut dyn Fn
     while lines.peek().is_some() {
         let mut chunk: Vec<(usize, Vec<u8>)> = Vec::with_capacity(PARSE_CHUNK);
         for (i, line) in lines.by_ref().take(PARSE_CHUNK) {
-            let raw = line.map_err(|e| crate::Error::io("cannot read the import file", e))?;
+            let raw = match line {
+                Ok(raw) => raw,
+                Err(e) => return Err(b.stopped(crate::Error::io("cannot read the import file", e))),
+            };
             consumed += raw.len() as u64 + 1;
             chunk.push((i + 1, raw));
         }
@@ -160,7 +199,10 @@ pub fn import_jsonl(engine: &Engine, reader: impl BufRead, progress: &mut dyn Fn
         let mut wrote = false;
         for (n, item) in parsed {
             if let Some(item) = item {
-                wrote |= b.push(n, item)?;
+                match b.push(n, item) {
+                    Ok(w) => wrote |= w,
+                    Err(e) => return Err(b.stopped(e)),
+                }
             }
         }
         if wrote {

@@ -12,6 +12,8 @@ use crate::{Error, Result};
 pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
 /// Longest tag accepted, in characters.
 pub const MAX_TAG_CHARS: usize = 128;
+/// Most distinct tags on one memory, and in one tag filter (recall, list, a loop's gate).
+pub const MAX_TAGS: usize = 64;
 
 /// What a stored row is: something an agent wrote, or a loop ledger entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -109,7 +111,8 @@ pub fn validate_tag(tag: &str) -> Result<()> {
     Ok(())
 }
 
-/// Validates a list of tags and returns them as a sorted set (duplicates removed).
+/// Validates a list of tags and returns them as a sorted set (duplicates removed) of at
+/// most [`MAX_TAGS`]. Every surface's tags (a memory's, a filter's, a gate's) pass here.
 pub fn normalize_tags<S: AsRef<str>>(tags: &[S]) -> Result<Vec<String>> {
     let mut out = Vec::with_capacity(tags.len());
     for t in tags {
@@ -118,6 +121,13 @@ pub fn normalize_tags<S: AsRef<str>>(tags: &[S]) -> Result<Vec<String>> {
     }
     out.sort();
     out.dedup();
+    if out.len() > MAX_TAGS {
+        return Err(Error::invalid(
+            "tags",
+            format!("{} tags", out.len()),
+            format!("at most {MAX_TAGS} distinct tags; there are {}", out.len()),
+        ));
+    }
     Ok(out)
 }
 
@@ -164,6 +174,12 @@ mod tests {
         }
         assert!(validate_tag(&"t".repeat(129)).is_err());
         assert_eq!(normalize_tags(&["b", "a", "b"]).unwrap(), vec!["a", "b"]);
+        let many: Vec<String> = (0..=MAX_TAGS).map(|i| format!("t{i}")).collect();
+        assert_eq!(normalize_tags(&many[..MAX_TAGS]).unwrap().len(), MAX_TAGS);
+        assert_eq!(normalize_tags(&many).unwrap_err().field(), Some("tags"));
+        // Duplicates do not count.
+        let dup: Vec<&str> = std::iter::repeat_n("same", 1000).collect();
+        assert_eq!(normalize_tags(&dup).unwrap(), vec!["same"]);
     }
 
     #[test]

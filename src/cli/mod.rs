@@ -105,8 +105,13 @@ enum Command {
         #[arg(required = true)]
         ids: Vec<i64>,
     },
-    /// Show the data root, counts, model and index state.
-    Status,
+    /// Show the data root, counts, model and index state, access and integrity.
+    #[command(after_help = "Exit codes: 0 ok; 1 operational failure, or --check found damage (the status is still printed).")]
+    Status {
+        /// Run SQLite's full integrity check (reads every page; slow on a large store).
+        #[arg(long)]
+        check: bool,
+    },
     /// Serve the MCP tools over stdio (for Claude Code, Codex, any MCP client).
     Mcp {
         /// Tool profile: core, code, full, power or whole (nested; loop tools from code up).
@@ -336,8 +341,13 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             let gone = open(g)?.forget(&ids)?;
             out.forgotten(&gone);
         }
-        Command::Status => {
-            out.status(&open(g)?.status()?);
+        Command::Status { check } => {
+            let engine = open(g)?;
+            let verdict = if check { Some(engine.check_integrity()?) } else { None };
+            out.status(&engine.status()?);
+            if verdict.is_some_and(|v| v != "ok") {
+                return Ok(EXIT_FAILURE);
+            }
         }
         Command::Import { file } => return import(g, &out, &file),
         Command::Index { cmd } => return index::dispatch(open(g)?, cmd, g.json),
@@ -458,7 +468,15 @@ fn import(g: &Global, out: &output::Printer, file: &std::path::Path) -> slm::Res
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let summary = summary?;
+    let summary = match summary {
+        Ok(s) => s,
+        Err(stopped) => {
+            let slm::import::ImportStopped { summary, error } = *stopped;
+            let code = report_error(&error, g.json);
+            out.import_stopped(&summary);
+            return Ok(code);
+        }
+    };
     out.imported(&summary);
     // Skipped lines are invalid input: the rest was imported, but the caller must know.
     Ok(if summary.skipped.is_empty() { 0 } else { EXIT_INVALID })

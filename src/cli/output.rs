@@ -147,6 +147,9 @@ impl Printer {
                 "index".into(),
                 format!("{} (HNSW from {} memories, in long-lived processes)", s.index.mode, s.index.hnsw_min_memories),
             ],
+            vec!["access".into(), if s.read_only { "read-only".into() } else { "read-write".into() }],
+            vec!["created".into(), s.created_at.clone().unwrap_or_else(|| "-".into())],
+            vec!["integrity".into(), s.integrity.clone()],
         ];
         table(&["FIELD", "VALUE"], &rows);
     }
@@ -165,6 +168,29 @@ impl Printer {
             s.deduped,
             s.skipped.len(),
             s.lines
+        );
+    }
+
+    /// An import that stopped on an error: what was committed, and how to resume. The error
+    /// itself is reported by the caller.
+    pub fn import_stopped(&self, s: &ImportSummary) {
+        if self.json {
+            self.print_json(json!(s));
+        }
+        for sk in &s.skipped {
+            eprintln!("slm: line {}: skipped: {}", sk.line, sk.error);
+        }
+        let through = match s.last_committed_line {
+            0 => "no line was committed".to_string(),
+            n => format!("every line up to {n} is committed"),
+        };
+        eprintln!(
+            "slm: import stopped after reading {} lines: {} imported, {} already stored, {} skipped; {through}. \
+             Re-run the same import to resume: lines already stored are deduplicated, never stored twice.",
+            s.lines,
+            s.imported,
+            s.deduped,
+            s.skipped.len()
         );
     }
 }

@@ -265,8 +265,12 @@ impl<'e> Ledger<'e> {
         match r {
             Ok(v) => Some(v),
             Err(e) => {
-                self.errors.fetch_add(1, Ordering::AcqRel);
+                let before = self.errors.fetch_add(1, Ordering::AcqRel);
                 tracing::warn!(run_id = %self.run_id, "ledger write failed: {e}");
+                if before == 0 {
+                    // Fail-open must not be silent: once per run, whatever the log level.
+                    eprintln!("slm: warning: run {}: the ledger cannot be written ({e}); the loop goes on without it", self.run_id);
+                }
                 None
             }
         }

@@ -156,7 +156,7 @@ impl Store {
     /// share of one commit, not a commit each.
     pub fn laps_insert_with_memory(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
         let path = self.path.clone();
-        let db_err = |source| crate::Error::Database { path: path.clone(), source };
+        let db_err = |source| super::db_error(&path, source);
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
         for w in laps {
             let (id, _) = super::insert_row(&tx, &w.memory, &w.lap.ts).map_err(db_err)?;
@@ -180,7 +180,7 @@ impl Store {
     /// Records the ends of runs in one transaction.
     pub fn runs_finish(&mut self, ends: &[RunEnd<'_>]) -> Result<()> {
         let path = self.path.clone();
-        let db_err = |source| crate::Error::Database { path: path.clone(), source };
+        let db_err = |source| super::db_error(&path, source);
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
         let now = crate::memory::now_rfc3339();
         for e in ends {
@@ -216,32 +216,35 @@ impl Store {
         decide: impl FnOnce(RunRow) -> Result<(StepWrite, T)>,
     ) -> Result<T> {
         let path = self.path.clone();
-        let db_err = |source| crate::Error::Database { path: path.clone(), source };
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
-        let run = tx
-            .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], raw_run)
-            .optional()
-            .map_err(db_err)?
-            .ok_or_else(|| crate::Error::NotFound { what: "run", id: run_id.to_string() })?
-            .typed()?;
-        let (w, out) = decide(run)?;
-        tx.execute(
-            "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)",
-            params![run_id, w.lap.lap, w.lap.ts, w.lap.decision, w.lap.passed, w.lap.detail, w.lap.score, w.lap.budget],
-        )
-        .map_err(db_err)?;
-        tx.execute("UPDATE loop_runs SET laps = ?2, state = ?3 WHERE run_id = ?1", params![run_id, w.lap.lap, w.state])
-            .map_err(db_err)?;
-        if let Some((status, reason, result)) = &w.end {
+        let db_err = |source| super::db_error(&path, source);
+        let r = (|| {
+            let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
+            let run = tx
+                .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], raw_run)
+                .optional()
+                .map_err(db_err)?
+                .ok_or_else(|| crate::Error::NotFound { what: "run", id: run_id.to_string() })?
+                .typed()?;
+            let (w, out) = decide(run)?;
             tx.execute(
-                "UPDATE loop_runs SET status = ?2, reason = ?3, ended_at = ?4, result = ?5 WHERE run_id = ?1",
-                params![run_id, status.as_str(), reason, crate::memory::now_rfc3339(), result],
+                "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)",
+                params![run_id, w.lap.lap, w.lap.ts, w.lap.decision, w.lap.passed, w.lap.detail, w.lap.score, w.lap.budget],
             )
             .map_err(db_err)?;
-        }
-        tx.commit().map_err(db_err)?;
-        Ok(out)
+            tx.execute("UPDATE loop_runs SET laps = ?2, state = ?3 WHERE run_id = ?1", params![run_id, w.lap.lap, w.state])
+                .map_err(db_err)?;
+            if let Some((status, reason, result)) = &w.end {
+                tx.execute(
+                    "UPDATE loop_runs SET status = ?2, reason = ?3, ended_at = ?4, result = ?5 WHERE run_id = ?1",
+                    params![run_id, status.as_str(), reason, crate::memory::now_rfc3339(), result],
+                )
+                .map_err(db_err)?;
+            }
+            tx.commit().map_err(db_err)?;
+            Ok(out)
+        })();
+        r.map_err(|e| self.checked(e))
     }
 
     /// Links a lap to its ledger memory once that is written.
@@ -378,19 +381,22 @@ impl Store {
 
     /// Ids (ascending) in `after < id <= upto` carrying every one of `tags` (non-empty).
     pub fn ids_with_all_tags_in(&self, tags: &[String], after: i64, upto: i64) -> Result<Vec<i64>> {
-        let Some((first, rest)) = tags.split_first() else {
+        if tags.is_empty() {
             return Ok(Vec::new());
-        };
-        let range = "memory_id > ?1 AND memory_id <= ?2";
-        let mut sql = format!("SELECT memory_id FROM memory_tags WHERE {range} AND tag = ?3");
-        for i in 0..rest.len() {
-            sql.push_str(&format!(" INTERSECT SELECT memory_id FROM memory_tags WHERE {range} AND tag = ?{}", i + 4));
         }
-        sql.push_str(" ORDER BY 1");
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
-        let mut args: Vec<rusqlite::types::Value> = vec![after.into(), upto.into(), first.clone().into()];
-        args.extend(rest.iter().map(|t| t.clone().into()));
-        let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| r.get::<_, i64>(0)).map_err(|e| self.err(e))?;
+        // The set is one JSON parameter and `tags` is deduplicated, so "carries every tag" is
+        // "matches as many rows of memory_tags as there are tags": one statement at any count
+        // (a compound SELECT per tag stops at SQLite's 500-term limit).
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT memory_id FROM memory_tags
+                 WHERE tag IN (SELECT value FROM json_each(?3)) AND memory_id > ?1 AND memory_id <= ?2
+                 GROUP BY memory_id HAVING count(*) = ?4 ORDER BY memory_id",
+            )
+            .map_err(|e| self.err(e))?;
+        let args = params![after, upto, super::tags_json(tags), tags.len() as i64];
+        let rows = stmt.query_map(args, |r| r.get::<_, i64>(0)).map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
     }
 }

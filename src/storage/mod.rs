@@ -6,6 +6,13 @@
 //! transactions that never include embedding work (the engine embeds first, then writes);
 //! read paths never write. The store knows nothing of embeddings beyond storing bytes: the
 //! engine ([`crate::engine`]) decides what to embed and the index ([`crate::index`]) scores.
+//!
+//! Hard edges, decided here once for every surface: a data root on read-only media (or a
+//! database file the process may not write) is opened read-only, immutable when it was
+//! cleanly closed, and every write then fails as [`Error::ReadOnly`]; SQLite reporting a
+//! damaged file runs `PRAGMA quick_check` and fails as [`Error::Corrupt`] with its verdict;
+//! an empty database file in a data root whose `feed/` folder shows a store lived there is
+//! refused instead of silently becoming a new, empty store.
 
 mod ledger;
 mod schema;
@@ -29,6 +36,83 @@ pub const DB_FILE: &str = "slm.db";
 
 /// How long a connection waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The meta key recording when the store was created (written with the schema).
+pub const CREATED_META: &str = "created_at";
+
+/// Lines of an integrity check kept in a report (SQLite lists every damaged page).
+const CHECK_LINES: usize = 5;
+
+/// True when this process cannot write `path` (a read-only mount, `chattr +i`, or missing
+/// permission): `access(2)` answers for the real situation, root included, unlike mode bits.
+fn not_writable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) != 0 }
+}
+
+/// A `file:` URI for `path` with `query`, percent-encoding every byte URIs reserve.
+fn file_uri(path: &Path, query: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("{uri}?{query}")
+}
+
+/// Turns a SQLite error into the crate's error, naming read-only storage as such.
+pub(crate) fn db_error(path: &Path, source: rusqlite::Error) -> Error {
+    if source.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly) {
+        return Error::ReadOnly { path: path.parent().unwrap_or(path).to_path_buf() };
+    }
+    Error::Database { path: path.to_path_buf(), source }
+}
+
+/// True for SQLite's "the file is damaged" answers (SQLITE_CORRUPT, SQLITE_NOTADB).
+fn is_corrupt_code(source: &rusqlite::Error) -> bool {
+    matches!(source.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
+}
+
+/// The [`Error::Corrupt`] for a damaged-file answer, with the integrity check's verdict.
+fn corrupt(path: &Path, source: &rusqlite::Error, verdict: &str) -> Error {
+    Error::Corrupt(format!("{}: {source}; quick_check: {verdict}", path.display()))
+}
+
+/// Runs `PRAGMA quick_check` (or the full `integrity_check`) and returns `"ok"` or its first
+/// findings joined by "; ". SQLite may abort a check part-way on a damaged page: what it
+/// found until then is kept, with the abort as the last finding.
+fn run_check(conn: &Connection, full: bool) -> rusqlite::Result<String> {
+    let sql = if full { "PRAGMA integrity_check" } else { "PRAGMA quick_check" };
+    let mut lines = Vec::new();
+    let walked = conn.prepare(sql).and_then(|mut stmt| {
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            lines.push(row.get::<_, String>(0)?);
+        }
+        Ok(())
+    });
+    match walked {
+        Ok(()) => {}
+        Err(e) if is_corrupt_code(&e) => lines.push(format!("the check stopped: {e}")),
+        Err(e) => return Err(e),
+    }
+    if lines.len() == 1 && lines[0] == "ok" {
+        return Ok("ok".into());
+    }
+    let mut out = lines.iter().take(CHECK_LINES).cloned().collect::<Vec<_>>().join("; ");
+    if lines.len() > CHECK_LINES {
+        out.push_str(&format!("; ... ({} findings)", lines.len()));
+    }
+    Ok(out)
+}
 
 /// A row to insert: everything but the id and timestamp, which the store assigns.
 #[derive(Debug, Clone)]
@@ -64,6 +148,10 @@ pub type VectorVisitor<'v> = dyn FnMut(i64, Kind, &[u8]) -> Result<()> + 'v;
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Opened read-only because the data root cannot be written.
+    read_only: bool,
+    /// The last integrity verdict in this process (`None`: never checked).
+    integrity: Option<String>,
 }
 
 /// The exact-dedup key of a row: sha256 over kind, content and the sorted tag set.
@@ -82,9 +170,21 @@ pub fn dedup_key(kind: Kind, content: &str, sorted_tags: &[String]) -> [u8; 32] 
 
 impl Store {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// A data root this process cannot write is opened read-only (see the module docs).
     pub fn open(path: &Path) -> Result<Store> {
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if not_writable(dir) || (path.exists() && not_writable(path)) {
+            return Store::open_read_only(path);
+        }
+        // Before SQLite writes a header into an emptied file, and under no lock: a data root
+        // with a feed folder was created by an earlier open, so no first open can race this.
+        if std::fs::metadata(path).map_or(true, |m| m.len() == 0) {
+            if let Some(e) = Store::emptied(path) {
+                return Err(e);
+            }
+        }
+        let db_err = |source| Store::classify_open(path, db_error(path, source));
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let db_err = |source| Error::Database { path: path.to_path_buf(), source };
         let conn = Connection::open_with_flags(path, flags).map_err(db_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
         // journal_mode=WAL is persistent and a no-op once set; it needs the lock only the first
@@ -95,9 +195,130 @@ impl Store {
             return Err(Error::Corrupt(format!("{}: cannot switch to WAL mode (got {mode})", path.display())));
         }
         conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(db_err)?;
-        let mut store = Store { conn, path: path.to_path_buf() };
+        let mut store = Store { conn, path: path.to_path_buf(), read_only: false, integrity: None };
         store.migrate()?;
         Ok(store)
+    }
+
+    /// Opens an existing store without writing anything: read-only, and immutable (no
+    /// `-shm` to create) when it was cleanly closed, i.e. has no write-ahead log with content.
+    fn open_read_only(path: &Path) -> Result<Store> {
+        let root = path.parent().unwrap_or(path).to_path_buf();
+        if !path.is_file() {
+            return Err(Error::ReadOnly { path: root });
+        }
+        let wal = PathBuf::from(format!("{}-wal", path.display()));
+        let wal_in_use = std::fs::metadata(&wal).map(|m| m.len() > 0).unwrap_or(false);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        // Immutable would ignore a log's commits, so a store left with one is read through it
+        // (SQLite can when its -shm exists), or not at all.
+        let uri = if wal_in_use { file_uri(path, "mode=ro") } else { file_uri(path, "immutable=1") };
+        let db_err = |source| Store::classify_open(path, db_error(path, source));
+        let conn = Connection::open_with_flags(&uri, flags).map_err(|e| {
+            if wal_in_use {
+                Error::Corrupt(format!(
+                    "{} was not closed cleanly (its write-ahead log {} holds data) and the data root is read-only, so it cannot be read safely; open it once where it can be written",
+                    path.display(),
+                    wal.display()
+                ))
+            } else {
+                db_err(e)
+            }
+        })?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
+        let version = schema::user_version(&conn).map_err(db_err)?;
+        if version == 0 {
+            return Err(Store::emptied(path).unwrap_or(Error::ReadOnly { path: root }));
+        }
+        if version != SCHEMA_VERSION {
+            return Err(Error::Corrupt(format!(
+                "{} has schema version {version} and this slm needs {SCHEMA_VERSION}; the data root is read-only, so it cannot be upgraded",
+                path.display()
+            )));
+        }
+        Ok(Store { conn, path: path.to_path_buf(), read_only: true, integrity: None })
+    }
+
+    /// A damaged file reported at open is corruption, not a generic database error.
+    fn classify_open(path: &Path, e: Error) -> Error {
+        match e {
+            Error::Database { source, .. } if is_corrupt_code(&source) => {
+                Error::Corrupt(format!("{}: {source}", path.display()))
+            }
+            e => e,
+        }
+    }
+
+    /// The error for a database without a schema in a data root that shows a store lived
+    /// there (its `feed/` folder: every committed write and every watch creates it, always
+    /// after the store was created), or `None` when the data root looks brand new.
+    fn emptied(path: &Path) -> Option<Error> {
+        let root = path.parent().unwrap_or(path);
+        let feed = root.join(crate::feed::FEED_DIR);
+        if !feed.is_dir() {
+            return None;
+        }
+        let state = match std::fs::metadata(path) {
+            Err(_) => "is missing".to_string(),
+            Ok(m) if m.len() == 0 => "is empty (0 bytes)".to_string(),
+            Ok(m) => format!("has no schema ({} bytes)", m.len()),
+        };
+        Some(Error::Corrupt(format!(
+            "{} {state} but {} shows a store lived in this data root; restore the file from a \
+             backup, or move the data root aside to start a new store",
+            path.display(),
+            feed.display()
+        )))
+    }
+
+    /// True when the store was opened read-only (the data root cannot be written).
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Fails with [`Error::ReadOnly`] on a read-only store: writers call it before doing any
+    /// work (embedding) that the write would waste.
+    pub fn writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly { path: self.path.parent().unwrap_or(&self.path).to_path_buf() });
+        }
+        Ok(())
+    }
+
+    /// Runs SQLite's integrity check (`full`: `integrity_check`, else `quick_check`) and
+    /// returns `"ok"` or the first findings; the verdict is kept for [`Store::integrity`].
+    pub fn check_integrity(&mut self, full: bool) -> Result<String> {
+        let verdict = run_check(&self.conn, full).unwrap_or_else(|e| format!("the check failed: {e}"));
+        self.integrity = Some(verdict.clone());
+        Ok(verdict)
+    }
+
+    /// `PRAGMA quick_check` on a connection of its own: the failing statement may still hold
+    /// this one, and SQLite then refuses to walk the file from it.
+    fn quick_check(&self) -> String {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let uri = file_uri(&self.path, if self.read_only { "immutable=1" } else { "mode=ro" });
+        Connection::open_with_flags(uri, flags)
+            .and_then(|c| run_check(&c, false))
+            .unwrap_or_else(|e| format!("the check failed: {e}"))
+    }
+
+    /// The last integrity verdict in this process, if a check ran.
+    pub fn integrity(&self) -> Option<&str> {
+        self.integrity.as_deref()
+    }
+
+    /// Maps an error of this store: SQLite reporting damage runs `quick_check` and becomes
+    /// [`Error::Corrupt`] with its verdict.
+    pub(crate) fn checked(&mut self, e: Error) -> Error {
+        match e {
+            Error::Database { source, .. } if is_corrupt_code(&source) => {
+                let verdict = self.quick_check();
+                self.integrity = Some(verdict.clone());
+                corrupt(&self.path, &source, &verdict)
+            }
+            e => e,
+        }
     }
 
     /// The database file's path.
@@ -105,8 +326,13 @@ impl Store {
         &self.path
     }
 
+    /// Maps an error of a read (or a single-statement write): see [`Store::checked`]. Reads
+    /// take `&self`, so the verdict is reported but not kept.
     fn err(&self, source: rusqlite::Error) -> Error {
-        Error::Database { path: self.path.clone(), source }
+        if is_corrupt_code(&source) {
+            return corrupt(&self.path, &source, &self.quick_check());
+        }
+        db_error(&self.path, source)
     }
 
     fn migrate(&mut self) -> Result<()> {
@@ -121,13 +347,22 @@ impl Store {
             )));
         }
         let path = self.path.clone();
-        let db_err = |source| Error::Database { path: path.clone(), source };
+        let db_err = |source| db_error(&path, source);
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
         // Another process may have migrated while we waited for the lock.
         let current = schema::user_version(&tx).map_err(db_err)?;
+        if current == 0 {
+            if let Some(e) = Store::emptied(&path) {
+                return Err(e);
+            }
+        }
         for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(current.max(0) as usize) {
             tx.execute_batch(sql).map_err(db_err)?;
             tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(db_err)?;
+        }
+        if current == 0 {
+            tx.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)", [CREATED_META, &now_rfc3339()])
+                .map_err(db_err)?;
         }
         tx.commit().map_err(db_err)
     }
@@ -162,31 +397,38 @@ impl Store {
     /// Inserts rows in one short transaction. Returns `(id, deduped)` for each row, in order;
     /// a row whose (kind, content, tags) is already stored returns the existing id.
     pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {
-        let path = self.path.clone();
-        let db_err = |source| Error::Database { path: path.clone(), source };
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
-        let out = rows.iter().map(|row| insert_row(&tx, row, &now_rfc3339())).collect::<rusqlite::Result<Vec<_>>>();
-        let out = out.map_err(db_err)?;
-        tx.commit().map_err(db_err)?;
-        Ok(out)
+        let r = (|| {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = rows.iter().map(|row| insert_row(&tx, row, &now_rfc3339())).collect::<rusqlite::Result<Vec<_>>>()?;
+            tx.commit()?;
+            Ok(out)
+        })();
+        r.map_err(|e| {
+            let e = db_error(&self.path, e);
+            self.checked(e)
+        })
     }
 
     /// Deletes memories by id; returns the ids that existed (and are now gone).
     pub fn forget(&mut self, ids: &[i64]) -> Result<Vec<i64>> {
-        let path = self.path.clone();
-        let db_err = |source| Error::Database { path: path.clone(), source };
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_err)?;
-        let mut gone = Vec::new();
-        {
-            let mut del = tx.prepare_cached("DELETE FROM memories WHERE id = ?1").map_err(db_err)?;
-            for &id in ids {
-                if del.execute([id]).map_err(db_err)? == 1 {
-                    gone.push(id);
+        let r = (|| {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut gone = Vec::new();
+            {
+                let mut del = tx.prepare_cached("DELETE FROM memories WHERE id = ?1")?;
+                for &id in ids {
+                    if del.execute([id])? == 1 {
+                        gone.push(id);
+                    }
                 }
             }
-        }
-        tx.commit().map_err(db_err)?;
-        Ok(gone)
+            tx.commit()?;
+            Ok(gone)
+        })();
+        r.map_err(|e| {
+            let e = db_error(&self.path, e);
+            self.checked(e)
+        })
     }
 
     /// Fetches memories by id, in the order given; ids that do not exist are skipped.
@@ -223,10 +465,15 @@ impl Store {
             args.push(k.as_str().to_string().into());
             sql.push_str(&format!(" AND m.kind = ?{}", args.len()));
         }
-        for t in tags {
-            args.push(t.clone().into());
+        if !tags.is_empty() {
+            // One parameter for the whole set, whatever its size (`tags` is deduplicated):
+            // a clause per tag would hit SQLite's expression-depth limit.
+            args.push(tags_json(tags).into());
+            args.push((tags.len() as i64).into());
             sql.push_str(&format!(
-                " AND EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory_id = m.id AND t.tag = ?{})",
+                " AND (SELECT count(*) FROM memory_tags t WHERE t.memory_id = m.id
+                       AND t.tag IN (SELECT value FROM json_each(?{}))) = ?{}",
+                args.len() - 1,
                 args.len()
             ));
         }
@@ -385,6 +632,11 @@ fn insert_row(tx: &rusqlite::Transaction<'_>, row: &NewRow<'_>, created_at: &str
     Ok((id, false))
 }
 
+/// A tag set as one JSON array parameter, for `json_each`.
+pub(crate) fn tags_json(tags: &[String]) -> String {
+    serde_json::Value::from(tags.to_vec()).to_string()
+}
+
 type RawRow = (i64, String, String, String, Option<String>);
 
 /// Reads the columns `id, kind, content, created_at, tags (newline-joined)`.
@@ -395,4 +647,33 @@ fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
 fn to_memory((id, kind, content, created_at, tags): RawRow) -> Result<Memory> {
     let tags = tags.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default();
     Ok(Memory { id, content, tags, created_at, kind: Kind::parse(&kind)? })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tag filters are one statement at any tag count: a row carrying 700 tags is found by
+    /// all of them (a compound SELECT per tag stopped at 500, an EXISTS per tag at ~1000).
+    #[test]
+    fn tag_filters_work_at_any_count() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join(DB_FILE)).unwrap();
+        let mut tags: Vec<String> = (0..1200).map(|i| format!("tag{i:04}")).collect();
+        tags.sort();
+        let v = vec![0.0f32; crate::embed::DIM];
+        let rows = [
+            NewRow { kind: Kind::Memory, content: "all of them", tags: &tags, embedding: &v },
+            NewRow { kind: Kind::Memory, content: "most of them", tags: &tags[1..], embedding: &v },
+        ];
+        let ids: Vec<i64> = store.insert(&rows).unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(store.ids_with_all_tags(&tags).unwrap(), vec![ids[0]]);
+        assert_eq!(store.ids_with_all_tags(&tags[1..]).unwrap(), ids);
+        assert_eq!(store.ids_with_all_tags_in(&tags[1..], ids[0], i64::MAX).unwrap(), vec![ids[1]]);
+        let listed: Vec<i64> = store.list(&tags, None, 10, None).unwrap().iter().map(|m| m.id).collect();
+        assert_eq!(listed, vec![ids[0]]);
+        let listed: Vec<i64> = store.list(&tags[1..], None, 10, None).unwrap().iter().map(|m| m.id).collect();
+        assert_eq!(listed, vec![ids[1], ids[0]]);
+        assert!(store.list(&["absent".to_string()], None, 10, None).unwrap().is_empty());
+    }
 }

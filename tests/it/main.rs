@@ -14,6 +14,7 @@ mod errors;
 mod feed;
 mod gate_verify;
 mod hard_edges_loops;
+mod hard_edges_store;
 mod import;
 mod loops;
 mod mcp_inproc;
