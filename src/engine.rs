@@ -277,6 +277,14 @@ impl Engine {
         }
     }
 
+    /// Ends this engine's use of the store before the process exits without dropping it:
+    /// writes the queued ledger, then closes the connection, so the data root is left
+    /// cleanly closed (no write-ahead log), as read-only media and backups need.
+    pub fn close(&self) {
+        self.flush_ledger();
+        self.store().close();
+    }
+
     /// The vector and token count of a gate query, embedded once per process and text.
     pub fn query_vector(&self, query: &str) -> Result<QueryVector> {
         // Held across the model call: a thousand loops starting on one query wait for the

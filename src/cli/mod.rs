@@ -280,10 +280,10 @@ pub fn report_error(e: &Error, json: bool) -> i32 {
 /// Engines this process opened, to flush before it exits.
 static OPENED: parking_lot::Mutex<Vec<&'static Engine>> = parking_lot::Mutex::new(Vec::new());
 
-/// Opens the data root for a one-shot command. The engine is never torn down: dropping it
-/// would unload the ONNX model and checkpoint the WAL on close, which took ~80 ms after the
-/// command's work was done (a `loop run` answered that much later than it could). The OS
-/// reclaims it at exit; [`flush_engines`] writes what its ledger writer still holds first.
+/// Opens the data root for a one-shot command. The engine is never dropped: that would unload
+/// the ONNX model, which took tens of milliseconds after the command's work was done. The OS
+/// reclaims it at exit; [`flush_engines`] first prints, then writes what its ledger writer
+/// still holds and closes the store, so the data root is left cleanly closed.
 fn open(global: &Global) -> slm::Result<&'static Engine> {
     let root = DataRoot::resolve(global.data_dir.clone())?;
     let engine: &'static Engine = Box::leak(Box::new(Engine::open(&root, Arc::new(OnnxEmbedder::locate()))?));
@@ -294,10 +294,11 @@ fn open(global: &Global) -> slm::Result<&'static Engine> {
 
 /// Stores every lap still queued in the ledger writers of the engines this process opened.
 fn flush_engines() {
-    for e in OPENED.lock().drain(..) {
-        e.flush_ledger();
-    }
+    // The answer goes out first; closing the store (a WAL checkpoint) follows it.
     let _ = std::io::Write::flush(&mut std::io::stdout());
+    for e in OPENED.lock().drain(..) {
+        e.close();
+    }
 }
 /// Shows long index work (the first search of a large store without derived files, a
 /// rebuild) as a progress line on a terminal; nothing otherwise.

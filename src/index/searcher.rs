@@ -229,7 +229,14 @@ impl Searcher {
         let building = Arc::clone(&self.building);
         let spawned = std::thread::Builder::new().name("slm-hnsw-build".into()).spawn(move || {
             let items: Vec<(i64, &[f32])> = ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
-            let index = HnswIndex::build(&items);
+            // hnsw_rs inserts on the current rayon pool. On the global one, a build (minutes at
+            // 100k) would queue every search's parallel scan behind it: a recall answered after
+            // the build instead of in milliseconds. Its own pool shares the cores, not the queue.
+            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let index = match rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("slm-hnsw-{i}")).build() {
+                Ok(pool) => pool.install(|| HnswIndex::build(&items)),
+                Err(_) => HnswIndex::build(&items),
+            };
             tracing::info!(vectors = index.len(), "HNSW index built");
             *slot.write() = Some(Arc::new(Graph { index, built_upto: upto }));
             building.store(false, Ordering::Release);

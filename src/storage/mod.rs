@@ -484,6 +484,18 @@ impl Store {
         rows.map(|r| r.map_err(|e| self.err(e)).and_then(to_memory)).collect()
     }
 
+    /// Closes the database connection now (SQLite checkpoints the write-ahead log and removes
+    /// it when this was the last connection), leaving a closed in-memory one in its place;
+    /// later calls fail cleanly. For a process that ends without dropping its engine.
+    pub fn close(&mut self) {
+        if let Ok(placeholder) = Connection::open_in_memory() {
+            let old = std::mem::replace(&mut self.conn, placeholder);
+            if let Err((_, e)) = old.close() {
+                tracing::warn!("closing {}: {e}", self.path.display());
+            }
+        }
+    }
+
     /// Gives this connection a page cache large enough for bulk transactions (an import's
     /// batches would otherwise spill pages to the WAL before they commit).
     pub fn bulk_cache(&self) -> Result<()> {
