@@ -63,7 +63,8 @@ impl DataRoot {
         if dir.is_dir() {
             return Ok(());
         }
-        if dir.exists() {
+        // Re-checked: another process may have created the directory since the first look.
+        if dir.exists() && !dir.is_dir() {
             return Err(Error::invalid("data_dir", dir.display(), "must be a directory; a file is in the way"));
         }
         if self.explicit {
