@@ -7,7 +7,8 @@
 #
 # usage: scripts/bench-scale.sh [N ...]      default N = 20000 (CI's short mode)
 #        scripts/bench-scale.sh 100000 1000000   (by hand; 1M needs ~3 GB of disk and time)
-# env:   SLM_BIN (default target/release/slm), RUNS (default 10), VERIFY (queries, default 100)
+# env:   SLM_BIN (default target/release/slm), RUNS (default 10), VERIFY (queries, default 100),
+#        KEEP=1 keeps the generated stores (their folder is printed by the first line of errors)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=$(realpath "${SLM_BIN:-target/release/slm}")
@@ -18,7 +19,7 @@ PY=python3
 SIZES=("$@")
 [ ${#SIZES[@]} -eq 0 ] && SIZES=(20000)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/slm-scale.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT
 
 # Seed texts embedded by the real model: the generated vectors are noisy copies of these.
 $PY - "$WORK/seed.jsonl" <<'PYEOF'

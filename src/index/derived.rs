@@ -109,6 +109,8 @@ pub struct Segment {
     kinds: Option<Mmap>,
     vectors: Option<Mmap>,
     quant: Option<File>,
+    /// The vectors file, for rescoring windows.
+    vector_file: Option<File>,
     /// Rows stored without a vector when they were appended.
     pub pending: Vec<i64>,
     /// Rows known to be forgotten.
@@ -169,6 +171,30 @@ impl Segment {
         }
         unsafe { MmapOptions::new().offset((range.start * REC) as u64).len(range.len() * REC).populate().map(file) }
             .map_err(|e| tracing::warn!("cannot map the quantised vectors, scanning f32: {e}"))
+            .ok()
+    }
+}
+
+/// The `f32` vector at row `i` of a window mapped by [`Segment::vector_window`].
+#[inline]
+pub fn as_vector(map: &Mmap, i: usize) -> &[f32] {
+    let bytes = &map[i * VEC_BYTES..(i + 1) * VEC_BYTES];
+    // The map is page-aligned and each row is 1,536 bytes, so every row is f32-aligned.
+    unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast(), DIM) }
+}
+
+impl Segment {
+    /// Maps the `f32` vectors of rows `range` (not pre-faulted: a rescoring pass touches only
+    /// the rows it scores), or `None` if that fails. `range.start * 1,536` must be a multiple
+    /// of the page size (any multiple of 8 rows is).
+    pub fn vector_window(&self, range: std::ops::Range<usize>) -> Option<Mmap> {
+        debug_assert!(range.start.is_multiple_of(8) && range.end <= self.len());
+        let file = self.vector_file.as_ref()?;
+        if range.is_empty() {
+            return None;
+        }
+        unsafe { MmapOptions::new().offset((range.start * VEC_BYTES) as u64).len(range.len() * VEC_BYTES).map(file) }
+            .map_err(|e| tracing::warn!("cannot map a vector window: {e}"))
             .ok()
     }
 }
@@ -267,6 +293,7 @@ impl Derived {
             ids: map(&ids, 8)?,
             kinds: map(&kinds, 1)?,
             vectors: map(&vectors, VEC_BYTES)?,
+            vector_file: Some(vectors),
             quant: Some(quant),
             pending: list("pending", head.pending)?,
             forgotten: list("forgotten", head.forgotten)?,

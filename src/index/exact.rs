@@ -244,6 +244,43 @@ type WindowTopK = (Vec<f64>, Vec<(usize, f64)>);
 /// One window's sweep pass: rows admitted, the best lower bound, and the candidates.
 type WindowSweep = (u64, f64, Vec<(usize, f64)>);
 
+/// Exact scores of base rows `positions` (ascending) that `filter` admits at its threshold.
+/// Their `f32` vectors are read through one window mapping at a time (dropped after use),
+/// so near-duplicate-heavy stores with many survivors do not grow the process's resident
+/// memory by a page per survivor; positions the windows cannot map are scored as usual.
+fn rescore_base(set: &VectorSet, q: &[f32], filter: &Filter<'_>, positions: Vec<usize>) -> Vec<Scored> {
+    let Some(base) = set.base() else {
+        return positions.into_iter().filter_map(|p| score_at(set, p, q, filter)).collect();
+    };
+    let mut out = Vec::with_capacity(positions.len());
+    let mut i = 0;
+    while i < positions.len() {
+        let w = positions[i] / RESCORE_WINDOW * RESCORE_WINDOW;
+        let end = (w + RESCORE_WINDOW).min(base.len());
+        let j = i + positions[i..].partition_point(|&p| p < end);
+        match base.vector_window(w..end) {
+            Some(map) => {
+                for &p in &positions[i..j] {
+                    if !filter.admits(set, p) {
+                        continue;
+                    }
+                    let v = crate::index::derived::as_vector(&map, p - w);
+                    let score = cosine(q, v);
+                    if score >= filter.min_score {
+                        out.push(Scored { id: set.id_at(p), score });
+                    }
+                }
+            }
+            None => out.extend(positions[i..j].iter().filter_map(|&p| score_at(set, p, q, filter))),
+        }
+        i = j;
+    }
+    out
+}
+
+/// Base rows per rescoring window: 4,096 vectors (6 MB), page-aligned.
+const RESCORE_WINDOW: usize = 4_096;
+
 /// The `k` largest of `v` (unordered), and the smallest of those (−∞ when fewer than `k`).
 fn keep_largest(v: &mut Vec<f64>, k: usize) -> f64 {
     if v.len() < k || k == 0 {
@@ -282,13 +319,8 @@ fn quant_top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>, range:
     let parts: Vec<WindowTopK> = windows(range.clone()).into_par_iter().map(per_window).collect();
     let mut all_lbs: Vec<f64> = parts.iter().flat_map(|p| p.0.iter().copied()).collect();
     let cut = keep_largest(&mut all_lbs, k);
-    let hits: Vec<Scored> = parts
-        .iter()
-        .flat_map(|p| p.1.iter())
-        .filter(|c| c.1 >= cut)
-        .filter_map(|c| score_at(set, c.0, q, filter))
-        .collect();
-    truncate_best(hits, k)
+    let survivors: Vec<usize> = parts.iter().flat_map(|p| p.1.iter()).filter(|c| c.1 >= cut).map(|c| c.0).collect();
+    truncate_best(rescore_base(set, q, filter, survivors), k)
 }
 
 /// The gate's sweep over base rows `range` by the two-stage scan: every row whose interval
@@ -315,11 +347,10 @@ fn quant_sweep(set: &VectorSet, q: &[f32], filter: &Filter<'_>, range: std::ops:
     let parts: Vec<WindowSweep> = windows(range.clone()).into_par_iter().map(per_window).collect();
     let best_lb = parts.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
     let all = Filter { min_score: f32::NEG_INFINITY, ..*filter };
-    let mut out = parts
-        .iter()
-        .flat_map(|p| p.2.iter())
-        .filter(|c| c.1 >= t || c.1 >= best_lb)
-        .filter_map(|c| score_at(set, c.0, q, &all))
+    let survivors: Vec<usize> =
+        parts.iter().flat_map(|p| p.2.iter()).filter(|c| c.1 >= t || c.1 >= best_lb).map(|c| c.0).collect();
+    let mut out = rescore_base(set, q, &all, survivors)
+        .into_iter()
         .filter(|s| !s.score.is_nan())
         .fold(Sweep::default(), |acc, s| acc.add(s, filter.min_score));
     // `add` counted only the rescored rows; every admitted row is eligible.
