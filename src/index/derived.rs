@@ -339,19 +339,7 @@ impl Derived {
         for id in forgotten.iter().filter(|id| **id <= head.upto) {
             w.forgotten(*id)?;
         }
-        let upto = head.upto;
-        let mut n = 0u64;
-        load(upto, &mut |id, kind, blob| {
-            w.row(id, kind, blob)?;
-            n += 1;
-            if w.buffered() >= 4096 {
-                w.flush()?;
-                progress(n);
-            }
-            Ok(())
-        })?;
-        head = w.finish()?;
-        progress(n);
+        head = w.stream(head.upto, load, progress)?;
         Ok(Some(head))
     }
 
@@ -370,19 +358,7 @@ impl Derived {
         let _ = std::fs::remove_dir_all(&dir);
         self.create_gen(g, store_id)?;
         let head = read_head(&dir).ok_or_else(|| Error::Corrupt(format!("cannot read the new head in {}", dir.display())))?;
-        let mut w = Writer::open(&dir, head)?;
-        let mut n = 0u64;
-        load(0, &mut |id, kind, blob| {
-            w.row(id, kind, blob)?;
-            n += 1;
-            if w.buffered() >= 4096 {
-                w.flush()?;
-                progress(n);
-            }
-            Ok(())
-        })?;
-        let head = w.finish()?;
-        progress(n);
+        let head = Writer::open(&dir, head)?.stream(0, load, progress)?;
         self.switch(g)?;
         if let Ok(entries) = std::fs::read_dir(&self.dir) {
             for e in entries.flatten() {
@@ -522,6 +498,24 @@ impl Writer {
         }
         self.rows_buffered = 0;
         Ok(())
+    }
+
+    /// Writes every row `load` yields after `after`, a window of rows at a time (head after
+    /// each, `progress(rows so far)`), and returns the final head.
+    fn stream(mut self, after: i64, load: &mut RowSource<'_>, progress: &mut dyn FnMut(u64)) -> Result<Head> {
+        let mut n = 0u64;
+        load(after, &mut |id, kind, blob| {
+            self.row(id, kind, blob)?;
+            n += 1;
+            if self.buffered() >= 4096 {
+                self.flush()?;
+                progress(n);
+            }
+            Ok(())
+        })?;
+        let head = self.finish()?;
+        progress(n);
+        Ok(head)
     }
 
     fn finish(mut self) -> Result<Head> {

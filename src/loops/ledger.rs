@@ -316,32 +316,43 @@ impl<'e> Ledger<'e> {
     /// `ledger_errors` filled in. Returns once the end is on disk (or failed).
     pub fn finish(mut self, mut result: RunResult) -> RunResult {
         self.open = false;
-        let (done, stored) = std::sync::mpsc::sync_channel(1);
         let snapshot = result.clone();
-        let queued = self.engine.ledger_writer().end(writer::End {
-            run_id: Arc::clone(&self.run_id),
-            status: result.status,
-            reason: result.reason.clone(),
-            laps: result.laps,
-            result: Box::new(move |errors| {
+        let r = self.end_run(
+            result.status,
+            result.reason.clone(),
+            result.laps,
+            Box::new(move |errors| {
                 let mut r = snapshot;
                 r.termination.ledger_errors = errors;
                 serde_json::to_string(&r).unwrap_or_default()
             }),
-            failed: Arc::clone(&self.errors),
-            done,
-        });
-        let r = if queued {
-            stored.recv().unwrap_or_else(|_| Err(crate::Error::Internal("the ledger writer stopped".into())))
-        } else {
-            Err(crate::Error::Internal("the ledger writer is not running".into()))
-        };
+        );
         if let Err(e) = r {
             self.errors.fetch_add(1, Ordering::AcqRel);
             tracing::warn!(run_id = %self.run_id, "ledger write failed: {e}");
         }
         result.termination.ledger_errors = self.errors();
         result
+    }
+
+    /// Queues the run's end with the ledger writer (so it lands after the run's queued laps)
+    /// and waits until it is on disk or failed. `result(ledger errors)` renders the result JSON.
+    fn end_run(&self, status: RunStatus, reason: String, laps: i64, result: Box<dyn FnOnce(u64) -> String + Send>) -> crate::Result<()> {
+        let (done, stored) = std::sync::mpsc::sync_channel(1);
+        let queued = self.engine.ledger_writer().end(writer::End {
+            run_id: Arc::clone(&self.run_id),
+            status,
+            reason,
+            laps,
+            result,
+            failed: Arc::clone(&self.errors),
+            done,
+        });
+        if queued {
+            stored.recv().unwrap_or_else(|_| Err(crate::Error::Internal("the ledger writer stopped".into())))
+        } else {
+            Err(crate::Error::Internal("the ledger writer is not running".into()))
+        }
     }
 
     /// Ends a run whose lap failed with `error` after `laps` recorded laps: status `error`,
@@ -358,22 +369,7 @@ impl<'e> Ledger<'e> {
             "error": error.map(|e| crate::ErrorEnvelope::from(e).error),
         })
         .to_string();
-        // Through the ledger writer when it runs, so the end lands after the run's queued laps.
-        let (done, stored) = std::sync::mpsc::sync_channel(1);
-        let queued = self.engine.ledger_writer().end(writer::End {
-            run_id: Arc::clone(&self.run_id),
-            status: RunStatus::Error,
-            reason: reason.to_string(),
-            laps,
-            result: Box::new(move |_| result),
-            failed: Arc::clone(&self.errors),
-            done,
-        });
-        let r = if queued {
-            stored.recv().unwrap_or_else(|_| Err(crate::Error::Internal("the ledger writer stopped".into())))
-        } else {
-            Err(crate::Error::Internal("the ledger writer is not running".into()))
-        };
+        let r = self.end_run(RunStatus::Error, reason.to_string(), laps, Box::new(move |_| result));
         self.check(r);
     }
 }
