@@ -285,8 +285,32 @@ static OPENED: parking_lot::Mutex<Vec<&'static Engine>> = parking_lot::Mutex::ne
 /// reclaims it at exit; [`flush_engines`] first prints, then writes what its ledger writer
 /// still holds and closes the store, so the data root is left cleanly closed.
 fn open(global: &Global) -> slm::Result<&'static Engine> {
+    open_with(global, Embeds::No)
+}
+
+/// What a one-shot command will ask of the model, so that loading it can start at once.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Embeds {
+    /// Nothing (or rarely): the model loads on first use, if ever.
+    No,
+    /// It embeds a text (recall, remember, a gate query): the model loads on a background
+    /// thread while the store opens and the index maps.
+    Text,
+    /// It embeds and counts tokens (a loop run): the token counter loads alongside.
+    TextAndTokens,
+}
+
+/// Background loads still running inside ONNX Runtime; joined before the process exits, so
+/// that exit never tears the runtime down under a loading thread.
+static LOADS: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>> = parking_lot::Mutex::new(Vec::new());
+
+fn open_with(global: &Global, embeds: Embeds) -> slm::Result<&'static Engine> {
+    let embedder = Arc::new(OnnxEmbedder::locate().quick_start());
+    if embeds != Embeds::No {
+        LOADS.lock().extend(embedder.preload(embeds == Embeds::TextAndTokens));
+    }
     let root = DataRoot::resolve(global.data_dir.clone())?;
-    let engine: &'static Engine = Box::leak(Box::new(Engine::open(&root, Arc::new(OnnxEmbedder::locate()))?));
+    let engine: &'static Engine = Box::leak(Box::new(Engine::open(&root, embedder)?));
     attach_progress(engine, global.json, "indexing vectors");
     OPENED.lock().push(engine);
     Ok(engine)
@@ -298,6 +322,9 @@ fn flush_engines() {
     let _ = std::io::Write::flush(&mut std::io::stdout());
     for e in OPENED.lock().drain(..) {
         e.close();
+    }
+    for h in LOADS.lock().drain(..) {
+        let _ = h.join();
     }
 }
 /// Shows long index work (the first search of a large store without derived files, a
@@ -325,12 +352,12 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
     let out = output::Printer { json: g.json };
     match cli.command {
         Command::Remember { content, tags } => {
-            let r = open(g)?.remember(&content, &tags)?;
+            let r = open_with(g, Embeds::Text)?.remember(&content, &tags)?;
             out.remembered(&r);
         }
         Command::Recall { query, limit, tags, min_score, laps } => {
             let q = RecallQuery { query, limit, tags, min_score, include_laps: laps };
-            let r = open(g)?.recall(&q)?;
+            let r = open_with(g, Embeds::Text)?.recall(&q)?;
             out.recalled(&r);
         }
         Command::List { tags, limit, kind, before } => {
@@ -413,12 +440,16 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             let req = args.request();
             // Bad input is refused before the data root is opened (or created).
             slm::loops::explain::validate(&req)?;
-            return loops::gate_check(open(g)?, &req, g.json);
+            return loops::gate_check(open_with(g, Embeds::TextAndTokens)?, &req, g.json);
         }
         Command::Loop(cmd) => {
             // Reject bad loop input before touching the data root: nothing is written.
             let checked = cmd.check()?;
-            return loops::dispatch(open(g)?, checked, g.json);
+            let embeds = match &checked {
+                loops::Checked::Run(c) if matches!(c.gate, slm::record::GateSpec::Memory { .. }) => Embeds::TextAndTokens,
+                _ => Embeds::No,
+            };
+            return loops::dispatch(open_with(g, embeds)?, checked, g.json);
         }
     }
     Ok(0)
