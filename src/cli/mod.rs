@@ -298,6 +298,8 @@ enum Embeds {
     Text,
     /// It embeds and counts tokens (a loop run): the token counter loads alongside.
     TextAndTokens,
+    /// It only counts tokens (the demo's laps): the counter loads while the store opens.
+    Tokens,
 }
 
 /// Background loads still running inside ONNX Runtime; joined before the process exits, so
@@ -306,9 +308,9 @@ static LOADS: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>> = parking_lot
 
 fn open_with(global: &Global, embeds: Embeds) -> slm::Result<&'static Engine> {
     let embedder = Arc::new(OnnxEmbedder::locate().quick_start());
-    if embeds != Embeds::No {
-        LOADS.lock().extend(embedder.preload(embeds == Embeds::TextAndTokens));
-    }
+    let model = matches!(embeds, Embeds::Text | Embeds::TextAndTokens);
+    let count = matches!(embeds, Embeds::Tokens | Embeds::TextAndTokens);
+    LOADS.lock().extend(embedder.preload(model, count));
     let root = DataRoot::resolve(global.data_dir.clone())?;
     let engine: &'static Engine = Box::leak(Box::new(Engine::open(&root, embedder)?));
     attach_progress(engine, global.json, "indexing vectors");
@@ -447,6 +449,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             let checked = cmd.check()?;
             let embeds = match &checked {
                 loops::Checked::Run(c) if matches!(c.gate, slm::record::GateSpec::Memory { .. }) => Embeds::TextAndTokens,
+                loops::Checked::Run(_) => Embeds::Tokens,
                 _ => Embeds::No,
             };
             return loops::dispatch(open_with(g, embeds)?, checked, g.json);
