@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::Engine;
-use crate::storage::{ExportItem, LapOut, RunOut};
+use crate::storage::{ExportItem, LapOut, LapRow, RunOut};
 use crate::{Error, Result};
 
 /// A memory line (export writes every field; import requires only `content`).
@@ -137,14 +137,17 @@ impl From<LapLine> for LapOut {
     fn from(l: LapLine) -> LapOut {
         LapOut {
             run_id: l.run_id,
-            lap: l.lap,
-            ts: l.ts,
-            decision: l.decision,
-            passed: l.passed,
-            detail: l.detail,
-            score: l.score,
-            budget: json_text(&l.budget),
-            rejected: l.rejected.as_ref().map(json_text),
+            row: LapRow {
+                lap: l.lap,
+                ts: l.ts,
+                decision: l.decision,
+                passed: l.passed,
+                detail: l.detail,
+                score: l.score,
+                budget: json_text(&l.budget),
+                rejected: l.rejected.as_ref().map(json_text),
+                memory_id: None,
+            },
             memory: l.memory.map(|m| (m.content, m.tags)),
         }
     }
@@ -185,17 +188,18 @@ pub fn export_jsonl(engine: &Engine, out: &mut dyn Write) -> Result<ExportSummar
             }
             ExportItem::Lap(l) => {
                 summary.laps += 1;
+                let LapOut { run_id, row, memory } = l;
                 serde_json::to_string(&Record::Lap(LapLine {
-                    budget: json_value(&l.budget),
-                    rejected: l.rejected.as_deref().map(json_value),
-                    memory: l.memory.map(|(content, tags)| LapMemory { content, tags }),
-                    run_id: l.run_id,
-                    lap: l.lap,
-                    ts: l.ts,
-                    decision: l.decision,
-                    passed: l.passed,
-                    detail: l.detail,
-                    score: l.score,
+                    budget: json_value(&row.budget),
+                    rejected: row.rejected.as_deref().map(json_value),
+                    memory: memory.map(|(content, tags)| LapMemory { content, tags }),
+                    run_id,
+                    lap: row.lap,
+                    ts: row.ts,
+                    decision: row.decision,
+                    passed: row.passed,
+                    detail: row.detail,
+                    score: row.score,
                 }))
             }
         }

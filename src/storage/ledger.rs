@@ -45,6 +45,24 @@ pub struct LapRow {
     pub rejected: Option<String>,
 }
 
+/// The columns [`lap_row`] reads, in its order.
+pub(super) const LAP_COLUMNS: &str = "lap, ts, decision, passed, detail, score, budget, memory_id, rejected";
+
+/// Reads a lap from the first columns of a row selected with [`LAP_COLUMNS`].
+pub(super) fn lap_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LapRow> {
+    Ok(LapRow {
+        lap: r.get(0)?,
+        ts: r.get(1)?,
+        decision: r.get(2)?,
+        passed: r.get(3)?,
+        detail: r.get(4)?,
+        score: r.get(5)?,
+        budget: r.get(6)?,
+        memory_id: r.get(7)?,
+        rejected: r.get(8)?,
+    })
+}
+
 /// One lap of a blocking run to record, with its ledger memory.
 pub struct LapWrite<'a> {
     pub run_id: &'a str,
@@ -357,24 +375,11 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT lap, ts, decision, passed, detail, score, budget, memory_id, rejected FROM loop_laps
-                 WHERE run_id = ?1 AND lap > ?3 ORDER BY lap LIMIT ?2",
+                &format!("SELECT {LAP_COLUMNS} FROM loop_laps WHERE run_id = ?1 AND lap > ?3 ORDER BY lap LIMIT ?2"),
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map(params![run_id, limit as i64, after], |r| {
-                Ok(LapRow {
-                    lap: r.get(0)?,
-                    ts: r.get(1)?,
-                    decision: r.get(2)?,
-                    passed: r.get(3)?,
-                    detail: r.get(4)?,
-                    score: r.get(5)?,
-                    budget: r.get(6)?,
-                    memory_id: r.get(7)?,
-                    rejected: r.get(8)?,
-                })
-            })
+            .query_map(params![run_id, limit as i64, after], lap_row)
             .map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
     }

@@ -10,7 +10,8 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::{db_error, dedup_key, Store};
+use super::ledger::{lap_row, LAP_COLUMNS};
+use super::{db_error, dedup_key, LapRow, Store};
 use crate::memory::Kind;
 use crate::Result;
 
@@ -40,18 +41,12 @@ pub struct RunOut {
     pub state: Option<String>,
 }
 
-/// One lap record, with its ledger memory named by content and tags.
-#[derive(Debug, Clone, Default)]
+/// One lap record, with its ledger memory named by content and tags. `row.memory_id` is the
+/// exporting store's id: an import ignores it and links the lap through `memory` instead.
+#[derive(Debug, Clone)]
 pub struct LapOut {
     pub run_id: String,
-    pub lap: i64,
-    pub ts: String,
-    pub decision: String,
-    pub passed: bool,
-    pub detail: String,
-    pub score: Option<f64>,
-    pub budget: String,
-    pub rejected: Option<String>,
+    pub row: LapRow,
     pub memory: Option<(String, Vec<String>)>,
 }
 
@@ -117,28 +112,24 @@ impl Store {
             }
         }
         {
+            // The lap's own columns first, as `lap_row` reads them (prefixed for the join).
+            let lap_columns: Vec<String> = LAP_COLUMNS.split(", ").map(|c| format!("l.{c}")).collect();
             let mut st = tx
-                .prepare(
-                    "SELECT l.run_id, l.lap, l.ts, l.decision, l.passed, l.detail, l.score, l.budget, l.rejected, m.content,
+                .prepare(&format!(
+                    "SELECT {}, l.run_id, m.content,
                             (SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM memory_tags WHERE memory_id = m.id ORDER BY tag))
                      FROM loop_laps l LEFT JOIN memories m ON m.id = l.memory_id
                      ORDER BY l.run_id, l.lap",
-                )
+                    lap_columns.join(", ")
+                ))
                 .map_err(err)?;
             let mut rows = st.query([]).map_err(err)?;
             while let Some(r) = rows.next().map_err(err)? {
-                let content: Option<String> = r.get(9).map_err(err)?;
-                let tags = split_tags(r.get(10).map_err(err)?);
+                let content: Option<String> = r.get(10).map_err(err)?;
+                let tags = split_tags(r.get(11).map_err(err)?);
                 visit(ExportItem::Lap(LapOut {
-                    run_id: r.get(0).map_err(err)?,
-                    lap: r.get(1).map_err(err)?,
-                    ts: r.get(2).map_err(err)?,
-                    decision: r.get(3).map_err(err)?,
-                    passed: r.get::<_, i64>(4).map_err(err)? != 0,
-                    detail: r.get(5).map_err(err)?,
-                    score: r.get(6).map_err(err)?,
-                    budget: r.get(7).map_err(err)?,
-                    rejected: r.get(8).map_err(err)?,
+                    row: lap_row(r).map_err(err)?,
+                    run_id: r.get(9).map_err(err)?,
                     memory: content.map(|c| (c, tags)),
                 }))?;
             }
@@ -197,15 +188,15 @@ impl Store {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT(run_id, lap) DO NOTHING",
                 params![
                     lap.run_id,
-                    lap.lap,
-                    lap.ts,
-                    lap.decision,
-                    lap.passed as i64,
-                    lap.detail,
-                    lap.score,
-                    lap.budget,
+                    lap.row.lap,
+                    lap.row.ts,
+                    lap.row.decision,
+                    lap.row.passed as i64,
+                    lap.row.detail,
+                    lap.row.score,
+                    lap.row.budget,
                     memory_id,
-                    lap.rejected
+                    lap.row.rejected
                 ],
             )
             .map_err(|e| self.err(e))?;
