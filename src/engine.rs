@@ -350,9 +350,10 @@ impl Engine {
         self.write_rows(kind, rows, false, &[])
     }
 
-    /// Prepares this engine for a long series of batch writes (an import): a larger page cache.
+    /// Prepares this engine for a long series of batch writes (an import): see
+    /// [`Store::bulk_mode`].
     pub fn prepare_bulk(&self) -> Result<()> {
-        self.store().bulk_cache()
+        self.store().bulk_mode()
     }
 
     /// Embeds and stores the vectors of up to `max` rows stored without one; returns how many.
@@ -381,7 +382,6 @@ impl Engine {
         // Read-only media: fail before the model loads, naming the cause.
         self.store().writable()?;
         // Skip the model for rows already stored: a dedup costs a lookup, not an inference.
-        let keys: Vec<[u8; 32]> = rows.iter().map(|(c, t)| dedup_key(kind, c, t)).collect();
         let mut known = Vec::with_capacity(rows.len());
         // With every vector given there is no model call to save: the insert itself finds
         // the rows already stored (ON CONFLICT), without a lookup per row first.
@@ -389,8 +389,8 @@ impl Engine {
             known.resize(rows.len(), None);
         } else {
             let store = self.store();
-            for k in &keys {
-                known.push(store.find_dedup(k)?);
+            for (c, t) in rows {
+                known.push(store.find_dedup(&dedup_key(kind, c, t))?);
             }
         }
         if let Some(v) = given.iter().flatten().find(|v| v.len() != crate::embed::DIM) {

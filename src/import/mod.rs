@@ -1,0 +1,295 @@
+//! Bulk import of JSON Lines: one `{"content": "...", "tags": ["..."], "embedding": [...]}`
+//! object per line (`tags` and `embedding` optional).
+//!
+//! Lines are validated one by one, so a bad line is reported with its number and skipped while
+//! the rest are imported. Valid lines are written in batches of [`BATCH`]: one short write
+//! transaction per batch, which keeps other processes' writes flowing during a long import.
+//! Lines without an embedding are embedded (one model call per 64 texts); a line that carries
+//! one (384 finite numbers, from the same model: slm cannot tell) is stored as given, after
+//! normalising it, so moving a store from another tool needs no model at all.
+//!
+//! An import that fails part-way (a full disk, any store error) keeps what it committed and
+//! returns [`ImportStopped`]: the summary so far, with the last line whose batch committed.
+//! Re-running the same import resumes it, since stored lines are deduplicated.
+
+mod embedding;
+
+use std::io::BufRead;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Engine;
+use crate::memory;
+use crate::Result;
+
+/// Lines embedded and written together.
+pub const BATCH: usize = 256;
+
+/// Lines written together when they all brought their embedding (no model call to pace):
+/// still a short transaction (a few hundred milliseconds at most), and each commit rewrites
+/// the index pages its rows touch (the dedup key's index is random), so fewer, larger
+/// commits write far less: 8,192 rows cut the import's write-ahead log traffic by about a
+/// third against 2,048.
+pub const BATCH_GIVEN: usize = 8192;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line<'a> {
+    content: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    /// Left as text by serde_json (which still checks its syntax): [`embedding`] converts it.
+    #[serde(default, borrow)]
+    embedding: Option<&'a serde_json::value::RawValue>,
+}
+
+/// One validated line: content, normalised tags, and its unit vector when it brought one.
+type Item = (String, Vec<String>, Option<Vec<f32>>);
+
+/// A line that was not imported, and why.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct SkippedLine {
+    pub line: usize,
+    pub error: String,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
+pub struct ImportSummary {
+    /// Non-blank lines read.
+    pub lines: usize,
+    /// New memories stored.
+    pub imported: usize,
+    /// Lines whose content and tags were already stored.
+    pub deduped: usize,
+    /// Lines rejected, with their 1-based numbers.
+    pub skipped: Vec<SkippedLine>,
+    /// Every line up to this 1-based number is stored, deduplicated or skipped (0: none).
+    pub last_committed_line: usize,
+}
+
+/// An import that stopped on an error after committing `summary`.
+#[derive(Debug)]
+pub struct ImportStopped {
+    pub summary: ImportSummary,
+    pub error: crate::Error,
+}
+
+impl From<Box<ImportStopped>> for crate::Error {
+    fn from(s: Box<ImportStopped>) -> Self {
+        s.error
+    }
+}
+
+/// Collects validated items into batches and writes each batch, counting what happened.
+struct Batcher<'e> {
+    engine: &'e Engine,
+    batch: Vec<Item>,
+    /// Items in `batch` that came without a vector (they pace the batch: the model runs).
+    to_embed: usize,
+    summary: ImportSummary,
+    /// The number of the last line taken (what a successful flush commits through).
+    last_line: usize,
+}
+
+impl<'e> Batcher<'e> {
+    fn new(engine: &'e Engine) -> Self {
+        Batcher { engine, batch: Vec::with_capacity(BATCH), to_embed: 0, summary: ImportSummary::default(), last_line: 0 }
+    }
+
+    /// Takes item number `line` (1-based), already validated: a valid one joins the batch;
+    /// otherwise it is reported. Returns true when a full batch was written.
+    fn push(&mut self, line: usize, item: std::result::Result<Item, String>) -> Result<bool> {
+        self.summary.lines += 1;
+        self.last_line = line;
+        match item {
+            Ok(item) => {
+                self.to_embed += usize::from(item.2.is_none());
+                self.batch.push(item);
+            }
+            Err(error) => self.summary.skipped.push(SkippedLine { line, error }),
+        }
+        if self.batch.len() < if self.to_embed == 0 { BATCH_GIVEN } else { BATCH } {
+            return Ok(false);
+        }
+        self.flush()?;
+        Ok(true)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            self.summary.last_committed_line = self.last_line;
+            return Ok(());
+        }
+        // The batch is cleared after the write either way, so its tags can move out.
+        let tags: Vec<Vec<String>> = self.batch.iter_mut().map(|(_, t, _)| std::mem::take(t)).collect();
+        let items: Vec<(&str, Vec<String>)> = self.batch.iter().map(|(c, _, _)| c.as_str()).zip(tags).collect();
+        let given: Vec<Option<&[f32]>> = self.batch.iter().map(|(_, _, v)| v.as_deref()).collect();
+        let written = self.engine.insert_rows_given(memory::Kind::Memory, &items, &given);
+        drop((items, given));
+        self.batch.clear();
+        self.to_embed = 0;
+        for r in written? {
+            if r.deduped {
+                self.summary.deduped += 1;
+            } else {
+                self.summary.imported += 1;
+            }
+        }
+        self.summary.last_committed_line = self.last_line;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<ImportSummary, Box<ImportStopped>> {
+        match self.flush() {
+            Ok(()) => Ok(self.summary),
+            Err(e) => Err(self.stopped(e)),
+        }
+    }
+
+    fn stopped(self, error: crate::Error) -> Box<ImportStopped> {
+        Box::new(ImportStopped { summary: self.summary, error })
+    }
+}
+
+fn validate(content: String, tags: &[String], embedding: Option<Vec<f32>>) -> std::result::Result<Item, String> {
+    memory::validate_content("content", &content).map_err(|e| e.to_string())?;
+    let tags = memory::normalize_tags(tags).map_err(|e| e.to_string())?;
+    Ok((content, tags, embedding))
+}
+
+/// Imports `(content, tags)` items (numbered from 1 in the summary): the same validation,
+/// batching and summary as a JSON Lines import, for callers that already hold the items.
+pub fn import_items(engine: &Engine, items: impl IntoIterator<Item = (String, Vec<String>)>) -> Result<ImportSummary> {
+    let mut b = Batcher::new(engine);
+    for (i, (content, tags)) in items.into_iter().enumerate() {
+        b.push(i + 1, validate(content, &tags, None))?;
+    }
+    Ok(b.finish()?)
+}
+
+/// Imports every line of `reader`; `progress` is called with the bytes consumed so far.
+///
+/// Two stages overlap: this thread reads and parses (a chunk of lines at a time, in parallel:
+/// 384 numbers per line make parsing as costly as the store's writes) while a writer thread
+/// takes the parsed lines in order and writes the batches.
+pub fn import_jsonl(
+    engine: &Engine,
+    reader: impl BufRead,
+    progress: &mut dyn FnMut(u64),
+) -> Result<ImportSummary, Box<ImportStopped>> {
+    if let Err(e) = engine.prepare_bulk() {
+        return Err(Batcher::new(engine).stopped(e));
+    }
+    // Bytes read through the last chunk whose batches were written (for the progress bar).
+    let written = AtomicU64::new(0);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Parsed>(IN_FLIGHT);
+    std::thread::scope(|scope| {
+        let writer = std::thread::Builder::new()
+            .name("slm-import-write".into())
+            .spawn_scoped(scope, || write_parsed(engine, rx, &written));
+        let writer = match writer {
+            Ok(w) => w,
+            Err(e) => return Err(Batcher::new(engine).stopped(crate::Error::io("cannot start the import's writer", e))),
+        };
+        let consumed = read_parsed(reader, &tx, &mut |_| progress(written.load(Ordering::Acquire)));
+        drop(tx);
+        let summary = writer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        progress(consumed);
+        Ok(summary)
+    })
+}
+
+/// What the reading stage hands the writing stage.
+enum Parsed {
+    /// Parsed lines in order (`None`: blank), and the bytes read through them.
+    Lines(Vec<(usize, Option<std::result::Result<Item, String>>)>, u64),
+    /// Reading failed: stop without writing the batch in progress.
+    Failed(crate::Error),
+}
+
+/// Chunks parsed ahead of the writer.
+const IN_FLIGHT: usize = 2;
+
+/// Reads and parses `reader` a chunk at a time into `tx` until the input ends, reading fails
+/// or the writer stops; returns the bytes read. `chunk_sent` runs after each chunk.
+fn read_parsed(reader: impl BufRead, tx: &SyncSender<Parsed>, chunk_sent: &mut dyn FnMut(u64)) -> u64 {
+    use rayon::prelude::*;
+    let mut consumed = 0u64;
+    let mut lines = reader.split(b'\n').enumerate().peekable();
+    while lines.peek().is_some() {
+        let mut chunk: Vec<(usize, Vec<u8>)> = Vec::with_capacity(PARSE_CHUNK);
+        for (i, line) in lines.by_ref().take(PARSE_CHUNK) {
+            match line {
+                Ok(raw) => {
+                    consumed += raw.len() as u64 + 1;
+                    chunk.push((i + 1, raw));
+                }
+                Err(e) => {
+                    let _ = tx.send(Parsed::Failed(crate::Error::io("cannot read the import file", e)));
+                    return consumed;
+                }
+            }
+        }
+        let parsed = chunk.into_par_iter().map(|(n, raw)| (n, parse_line(&raw))).collect();
+        if tx.send(Parsed::Lines(parsed, consumed)).is_err() {
+            break; // the writer stopped on an error, which it reports
+        }
+        chunk_sent(consumed);
+    }
+    consumed
+}
+
+/// Writes what [`read_parsed`] sends, in order; `written` follows the bytes written through.
+fn write_parsed(engine: &Engine, rx: Receiver<Parsed>, written: &AtomicU64) -> Result<ImportSummary, Box<ImportStopped>> {
+    let mut b = Batcher::new(engine);
+    for msg in rx {
+        match msg {
+            Parsed::Lines(lines, consumed) => {
+                let mut wrote = false;
+                for (n, item) in lines {
+                    if let Some(item) = item {
+                        match b.push(n, item) {
+                            Ok(w) => wrote |= w,
+                            Err(e) => return Err(b.stopped(e)),
+                        }
+                    }
+                }
+                if wrote {
+                    written.store(consumed, Ordering::Release);
+                }
+            }
+            Parsed::Failed(e) => return Err(b.stopped(e)),
+        }
+    }
+    b.finish()
+}
+
+/// Lines parsed together.
+const PARSE_CHUNK: usize = 1024;
+
+/// One line: `None` when blank, else the item or why it is rejected.
+fn parse_line(raw: &[u8]) -> Option<std::result::Result<Item, String>> {
+    let t = match std::str::from_utf8(raw) {
+        Ok(t) if t.trim().is_empty() => return None,
+        Ok(t) => t.trim(),
+        Err(e) => return Some(Err(format!("not UTF-8: {e}"))),
+    };
+    // The usual line with an embedding: its numbers are read by hand and serde_json reads
+    // the rest with `null` in their place (the same object: the array was strict JSON).
+    if let Some((range, v)) = embedding::split_line(t) {
+        let rest = format!("{}null{}", &t[..range.start], &t[range.end..]);
+        if let Ok(Line { content, tags, embedding: None }) = serde_json::from_str::<Line>(&rest) {
+            return Some(validate(content, &tags, Some(v)));
+        }
+    }
+    // Anything else, and every line with an error (its message then names the real line).
+    Some(
+        serde_json::from_str::<Line>(t).map_err(|e| format!("invalid JSON object: {e}")).and_then(|l| {
+            let v = l.embedding.map(|r| embedding::unit_vector(r.get())).transpose()?;
+            validate(l.content, &l.tags, v)
+        }),
+    )
+}
