@@ -29,6 +29,12 @@ use crate::{Error, Result};
 
 pub use crate::index::HNSW_MIN;
 
+/// Memories a store needs before long-lived processes keep an HNSW graph: [`HNSW_MIN`], or
+/// `SLM_HNSW_MIN` (for tests and tuning).
+pub fn hnsw_min() -> usize {
+    std::env::var("SLM_HNSW_MIN").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(HNSW_MIN)
+}
+
 /// Largest `limit` accepted by recall and list.
 pub const MAX_LIMIT: usize = 1000;
 
@@ -588,7 +594,16 @@ impl Engine {
     /// Rewrites the derived vector files from the store (`slm index rebuild`), dropping
     /// forgotten rows, and uses them from now on.
     pub fn rebuild_index(&self) -> Result<IndexFiles> {
-        self.mirror.rebuild(&self.store, &self.index)
+        let files = self.mirror.rebuild(&self.store, &self.index)?;
+        let (memories, _) = self.store().counts()?;
+        if memories as usize >= hnsw_min() {
+            match self.index.rebuild_graph() {
+                Some(Err(e)) => tracing::warn!("cannot save the HNSW graph: {e}"),
+                Some(Ok(_)) => return self.index_files(),
+                None => {}
+            }
+        }
+        Ok(files)
     }
 
     /// Memories newest first (`limit` ≤ 1000), optionally filtered by tags, kind and paging.
