@@ -364,8 +364,8 @@ mod tests {
         for line in [
             format!(r#"{{"content": "x", "nested": {{"embedding": {arr}}}}}"#),
             format!(r#"{{"content": "x", "embedding": [{}]}}"#, bad.join(",")),
-            format!(r#"{{"content": "x", "embedding": [1, 2]}}"#),
-            format!(r#"{{"content": "x", "embedding": null}}"#),
+            r#"{"content": "x", "embedding": [1, 2]}"#.to_string(),
+            r#"{"content": "x", "embedding": null}"#.to_string(),
             format!(r#"{{"content": "x", "embedding": {}}}"#, array_text(&vec![0.0; DIM])),
             format!(r#"{{"content": "x", "embedding": {}}}"#, arr.replace(']', ",]")),
             r#"{"content": "x"}"#.to_string(),
