@@ -29,6 +29,12 @@ use crate::{Error, Result};
 
 pub use crate::index::HNSW_MIN;
 
+/// Memories a store needs before long-lived processes keep an HNSW graph: [`HNSW_MIN`], or
+/// `SLM_HNSW_MIN` (for tests and tuning).
+pub fn hnsw_min() -> usize {
+    std::env::var("SLM_HNSW_MIN").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(HNSW_MIN)
+}
+
 /// Largest `limit` accepted by recall and list.
 pub const MAX_LIMIT: usize = 1000;
 
@@ -385,9 +391,10 @@ impl Engine {
         self.write_rows(kind, rows, false, &[], &[])
     }
 
-    /// Prepares this engine for a long series of batch writes (an import): a larger page cache.
+    /// Prepares this engine for a long series of batch writes (an import): see
+    /// [`Store::bulk_mode`].
     pub fn prepare_bulk(&self) -> Result<()> {
-        self.store().bulk_cache()
+        self.store().bulk_mode()
     }
 
     /// Embeds and stores the vectors of up to `max` rows stored without one; returns how many.
@@ -423,7 +430,6 @@ impl Engine {
         // Read-only media: fail before the model loads, naming the cause.
         self.store().writable()?;
         // Skip the model for rows already stored: a dedup costs a lookup, not an inference.
-        let keys: Vec<[u8; 32]> = rows.iter().map(|(c, t)| dedup_key(kind, c, t)).collect();
         let mut known = Vec::with_capacity(rows.len());
         // With every vector given there is no model call to save: the insert itself finds
         // the rows already stored (ON CONFLICT), without a lookup per row first.
@@ -431,8 +437,8 @@ impl Engine {
             known.resize(rows.len(), None);
         } else {
             let store = self.store();
-            for k in &keys {
-                known.push(store.find_dedup(k)?);
+            for (c, t) in rows {
+                known.push(store.find_dedup(&dedup_key(kind, c, t))?);
             }
         }
         if let Some(v) = given.iter().flatten().find(|v| v.len() != crate::embed::DIM) {
@@ -631,7 +637,16 @@ impl Engine {
     /// Rewrites the derived vector files from the store (`slm index rebuild`), dropping
     /// forgotten rows, and uses them from now on.
     pub fn rebuild_index(&self) -> Result<IndexFiles> {
-        self.mirror.rebuild(&self.store, &self.index)
+        let files = self.mirror.rebuild(&self.store, &self.index)?;
+        let (memories, _) = self.store().counts()?;
+        if memories as usize >= hnsw_min() {
+            match self.index.rebuild_graph() {
+                Some(Err(e)) => tracing::warn!("cannot save the HNSW graph: {e}"),
+                Some(Ok(_)) => return self.index_files(),
+                None => {}
+            }
+        }
+        Ok(files)
     }
 
     /// Memories newest first (`limit` ≤ 1000), optionally filtered by tags, kind and paging.

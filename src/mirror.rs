@@ -66,6 +66,9 @@ pub struct IndexFiles {
     pub behind: i64,
     /// Bytes on disk.
     pub bytes: u64,
+    /// The HNSW graph saved for this generation (long-lived processes build, extend and
+    /// reload it), if any: the rows it covers (`upto`, `vectors`) and its size (`bytes`).
+    pub graph: Option<crate::index::graph_file::GraphMeta>,
 }
 
 #[derive(Default)]
@@ -280,6 +283,7 @@ impl Mirror {
             forgotten: 0,
             behind: store.max_id()?,
             bytes: 0,
+            graph: None,
         };
         let Some(d) = &self.derived else { return Ok(out) };
         let Some((g, head)) = d.head() else {
@@ -294,6 +298,14 @@ impl Mirror {
         out.pending = head.pending;
         out.forgotten = head.forgotten;
         out.behind = (store.max_id()? - head.upto).max(0);
+        out.graph = own.as_ref().and_then(|id| {
+            crate::index::graph_file::GraphHome {
+                dir: dir.join(format!("g{g}")),
+                store_id: String::from_utf8_lossy(id).into_owned(),
+                generation: g,
+            }
+            .meta()
+        });
         out.bytes = std::fs::read_dir(dir.join(format!("g{g}")))
             .map(|es| es.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
             .unwrap_or(0);

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use crate::embed::Embedder;
-use crate::engine::{DataRoot, Engine, HNSW_MIN};
+use crate::engine::{DataRoot, Engine};
 use crate::{Error, Result};
 
 /// Opens the data root for a server and builds the runtime it runs on (2 workers: the
 /// machines slm targets have few cores, and blocking work goes to tokio's blocking pool).
 pub fn long_lived(root: &DataRoot, embedder: Arc<dyn Embedder>) -> Result<(Arc<Engine>, tokio::runtime::Runtime)> {
-    let engine = Arc::new(Engine::open(root, embedder)?.with_background_index(HNSW_MIN));
+    let engine = Arc::new(Engine::open(root, embedder)?.with_background_index(crate::engine::hnsw_min()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         // A waiting loop holds one blocking thread asleep on the change feed (no CPU); a

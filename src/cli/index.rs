@@ -61,4 +61,8 @@ fn print(f: &IndexFiles, json: bool) {
     println!("forgotten  {}", f.forgotten);
     println!("behind     {} (caught up by the next search)", f.behind);
     println!("bytes      {}", f.bytes);
+    match &f.graph {
+        Some(g) => println!("graph      {} vectors up to id {}, {} bytes (HNSW, saved)", g.vectors, g.upto, g.bytes),
+        None => println!("graph      none saved (long-lived processes build one from 60,000 memories)"),
+    }
 }

@@ -104,6 +104,8 @@ pub fn store_id_bytes(id: &str) -> [u8; 32] {
 /// One process's read-only view of a generation: the row files mapped up to `head.rows`.
 pub struct Segment {
     pub generation: u64,
+    /// The generation's folder (where a saved HNSW graph of it lives too).
+    pub dir: PathBuf,
     pub head: Head,
     ids: Option<Mmap>,
     kinds: Option<Mmap>,
@@ -289,6 +291,7 @@ impl Derived {
         };
         Ok(Some(Segment {
             generation: g,
+            dir: dir.clone(),
             head,
             ids: map(&ids, 8)?,
             kinds: map(&kinds, 1)?,
@@ -301,10 +304,7 @@ impl Derived {
     }
 
     fn lock(&self) -> Result<File> {
-        let p = self.dir.join("lock");
-        let f = OpenOptions::new().create(true).truncate(false).write(true).open(&p).map_err(io("cannot open", &p))?;
-        f.lock().map_err(io("cannot lock", &p))?;
-        Ok(f)
+        lock(&self.dir)
     }
 
     /// Appends rows newer than the live generation's `upto`, as `load(after, visit)` yields
@@ -386,6 +386,14 @@ impl Derived {
         std::fs::write(&tmp, format!("{g}\n")).map_err(io("cannot write", &tmp))?;
         std::fs::rename(&tmp, self.dir.join("current")).map_err(io("cannot switch", &self.dir))
     }
+}
+
+/// Takes the derived files' lock of the folder `index_dir` (held until the file is dropped).
+pub fn lock(index_dir: &Path) -> Result<File> {
+    let p = index_dir.join("lock");
+    let f = OpenOptions::new().create(true).truncate(false).write(true).open(&p).map_err(io("cannot open", &p))?;
+    f.lock().map_err(io("cannot lock", &p))?;
+    Ok(f)
 }
 
 fn read_head(dir: &Path) -> Option<Head> {

@@ -4,12 +4,13 @@
 //! or thresholding it. Building one at 100k vectors takes minutes on 2 cores, so it is only
 //! ever built by a long-lived process in a background thread (see
 //! [`super::Searcher::with_graph_from`]); until it is ready, and in every one-shot CLI call,
-//! recall uses the exact scan. Rows that arrive after a build are not inserted into the graph:
-//! an outlier inserted late can end up with no inbound links and be unreachable (seen in tests
-//! here). The searcher scans that tail exactly instead, and rebuilds in the background once
-//! the tail grows large.
+//! recall uses the exact scan. Rows that arrive after a build are scanned exactly until the
+//! tail grows large; then they are inserted into the graph in the background (an outlier
+//! inserted late can end up poorly linked, so a small tail stays exact). The graph is saved
+//! and reloaded by [`super::graph_file`].
 
 use hnsw_rs::anndists::dist::Distance;
+use hnsw_rs::api::AnnT;
 use hnsw_rs::prelude::Hnsw;
 
 /// Cosine distance (1 - cos, clamped at 0) computed by simsimd. `hnsw_rs`'s own `DistDot`
@@ -43,6 +44,24 @@ impl HnswIndex {
         let batch: Vec<(&[f32], usize)> = items.iter().map(|(id, v)| (*v, *id as usize)).collect();
         index.graph.parallel_insert_slice(&batch);
         index
+    }
+
+    /// A graph reloaded from a dump ([`super::graph_file`]).
+    pub fn from_graph(graph: Hnsw<'static, f32, SimdCosine>) -> Self {
+        HnswIndex { graph }
+    }
+
+    /// Adds `(id, vector)` pairs to the graph (searches may run meanwhile).
+    pub fn insert(&self, items: &[(i64, &[f32])]) {
+        let batch: Vec<(&[f32], usize)> = items.iter().map(|(id, v)| (*v, *id as usize)).collect();
+        self.graph.parallel_insert_slice(&batch);
+    }
+
+    /// Writes the graph and its vectors as `<basename>.hnsw.graph` and `.hnsw.data` in `dir`;
+    /// returns the basename used (hnsw_rs picks another one rather than overwrite a dump a
+    /// reloaded graph came from).
+    pub fn dump(&self, dir: &std::path::Path, basename: &str) -> Result<String, String> {
+        self.graph.file_dump(dir, basename).map_err(|e| e.to_string())
     }
 
     /// Number of vectors in the graph.

@@ -18,6 +18,7 @@
 
 pub mod derived;
 pub mod exact;
+pub mod graph_file;
 pub mod hnsw;
 pub mod quant;
 mod searcher;

@@ -3,11 +3,11 @@
 //!
 //! The engine feeds it rows ([`Searcher::catch_up`]) and tells it what was forgotten; it never
 //! reads the store itself. One-shot processes never build a graph (they would pay minutes
-//! and throw it away); a long-lived process opts in with [`Searcher::with_graph_from`] and
-//! builds one on a background thread once the store is large enough, scanning exactly until
-//! it is ready. Rows newer than the graph are always scanned exactly: an outlier inserted late
-//! into an `hnsw_rs` graph can end up unreachable, so the tail is rescored instead and the
-//! graph rebuilt in the background once the tail grows.
+//! and throw it away); a long-lived process opts in with [`Searcher::with_graph_from`] and,
+//! once the store is large enough, reloads the graph saved in the mapped base's generation
+//! folder ([`super::graph_file`]) or builds one, on a background thread, scanning exactly
+//! until it is ready. Rows newer than the graph are scanned exactly; once that tail grows,
+//! it is inserted into the graph in the background and the graph saved again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use parking_lot::RwLock;
 use serde::Serialize;
 
 use super::exact::{self, Sweep};
+use super::graph_file::GraphHome;
 use super::hnsw::HnswIndex;
 use super::derived::Segment;
 use super::{Filter, Scored, VectorSet};
@@ -32,13 +33,16 @@ pub const HNSW_MIN: usize = 60_000;
 /// HNSW search list size; with M = 16 this gave recall@10 ≥ 0.99 at 100k in `benches/`.
 pub const HNSW_EF: usize = 96;
 
-/// Rows newer than the graph that trigger a background rebuild (and a tenth of the graph).
+/// Rows newer than the graph that trigger a background extension (and a tenth of the graph).
 const REBUILD_TAIL: usize = 5_000;
 
 struct Graph {
-    index: HnswIndex,
-    /// Largest row id present when the graph was built; newer rows are scanned exactly.
+    index: Arc<HnswIndex>,
+    /// Largest row id present when the graph was built or last extended; newer rows are
+    /// scanned exactly.
     built_upto: i64,
+    /// Reloaded from the generation folder rather than built by this process.
+    loaded: bool,
 }
 
 /// What `status` reports about search in this process.
@@ -49,6 +53,10 @@ pub struct IndexState {
     pub hnsw_min_memories: usize,
     pub hnsw_vectors: usize,
     pub hnsw_building: bool,
+    /// The graph in use was reloaded from its saved file (not built by this process).
+    pub hnsw_loaded: bool,
+    /// The largest row id the graph in use covers (0: no graph).
+    pub hnsw_upto: i64,
 }
 
 /// The vectors of one data root and the structures that search them.
@@ -58,6 +66,8 @@ pub struct Searcher {
     building: Arc<AtomicBool>,
     /// Memories needed before a background graph build starts; `None` = never.
     graph_min: Option<usize>,
+    /// Where the graph of the mapped base's generation is saved (none without a base).
+    graph_home: RwLock<Option<GraphHome>>,
 }
 
 impl Default for Searcher {
@@ -74,6 +84,7 @@ impl Searcher {
             graph: Arc::new(RwLock::new(None)),
             building: Arc::new(AtomicBool::new(false)),
             graph_min: None,
+            graph_home: RwLock::new(None),
         }
     }
 
@@ -102,6 +113,11 @@ impl Searcher {
     /// already holds beyond the base's `upto` stay in the tail; everything known to be
     /// forgotten stays forgotten.
     pub fn set_base(&self, base: Arc<Segment>) {
+        *self.graph_home.write() = Some(GraphHome {
+            dir: base.dir.clone(),
+            store_id: String::from_utf8_lossy(&base.head.store_id).into_owned(),
+            generation: base.generation,
+        });
         let mut set = self.set.write();
         let upto = base.head.upto;
         let mut next = VectorSet::with_base(base);
@@ -198,47 +214,78 @@ impl Searcher {
         IndexState {
             mode: if graph.is_some() { "hnsw" } else { "exact" },
             hnsw_min_memories: self.graph_min.unwrap_or(HNSW_MIN),
-            hnsw_vectors: graph.map_or(0, |g| g.index.len()),
+            hnsw_vectors: graph.as_ref().map_or(0, |g| g.index.len()),
             hnsw_building: self.building.load(Ordering::Acquire),
+            hnsw_loaded: graph.as_ref().is_some_and(|g| g.loaded),
+            hnsw_upto: graph.as_ref().map_or(0, |g| g.built_upto),
         }
     }
 
-    /// The graph to use, if this process keeps one; starts a background (re)build when the
-    /// set is large enough or the exactly-scanned tail has grown.
+    /// The graph to use, if this process keeps one. Starts the background work when due:
+    /// the first time the set is large enough, reload the generation's saved graph or build
+    /// one; once the exactly-scanned tail has grown, insert it into the graph. Either way
+    /// the result is saved for the next process.
     fn graph_for(&self, set: &VectorSet) -> Option<Arc<Graph>> {
         let min = self.graph_min?;
         let graph = self.graph.read().clone();
-        let needs_build = match &graph {
+        let due = match &graph {
             Some(g) => set.len() - set.first_after(g.built_upto) >= REBUILD_TAIL.max(g.index.len() / 10),
             None => set.len() >= min && set.count(&Filter::memories()) >= min,
         };
-        if needs_build && !self.building.swap(true, Ordering::AcqRel) {
-            self.spawn_build(set);
+        if due && !self.building.swap(true, Ordering::AcqRel) {
+            self.spawn(set, graph.clone());
         }
         graph
     }
 
-    fn spawn_build(&self, set: &VectorSet) {
-        let f = Filter::memories();
+    /// Starts the background thread that reloads, builds or extends the graph.
+    fn spawn(&self, set: &VectorSet, graph: Option<Arc<Graph>>) {
+        let after = graph.as_ref().map_or(0, |g| g.built_upto);
+        let f = Filter { after_id: after, ..Filter::memories() };
         let positions: Vec<usize> = set.admitted(&f).collect();
         let ids: Vec<i64> = positions.iter().map(|&p| set.id_at(p)).collect();
         let mut data = Vec::with_capacity(positions.len() * DIM);
         positions.iter().for_each(|&p| data.extend_from_slice(set.vector(p)));
         let upto = set.last_id();
+        let home = self.graph_home.read().clone();
         let slot = Arc::clone(&self.graph);
         let building = Arc::clone(&self.building);
         let spawned = std::thread::Builder::new().name("slm-hnsw-build".into()).spawn(move || {
             let items: Vec<(i64, &[f32])> = ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
-            // hnsw_rs inserts on the current rayon pool. On the global one, a build (minutes at
-            // 100k) would queue every search's parallel scan behind it: a recall answered after
-            // the build instead of in milliseconds. Its own pool shares the cores, not the queue.
-            let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let index = match rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("slm-hnsw-{i}")).build() {
-                Ok(pool) => pool.install(|| HnswIndex::build(&items)),
-                Err(_) => HnswIndex::build(&items),
+            let publish = |g: Graph| *slot.write() = Some(Arc::new(g));
+            let grown = match graph {
+                Some(g) => {
+                    in_own_pool(|| g.index.insert(&items));
+                    tracing::info!(added = items.len(), vectors = g.index.len(), "HNSW graph extended");
+                    Graph { index: Arc::clone(&g.index), built_upto: upto, loaded: g.loaded }
+                }
+                None => match home.as_ref().map(GraphHome::load) {
+                    Some(Ok(Some((index, meta)))) => {
+                        tracing::info!(vectors = index.len(), upto = meta.upto, "HNSW graph loaded from {}", home.as_ref().map_or(String::new(), |h| h.dir.display().to_string()));
+                        // Rows after its coverage are scanned exactly until the tail is
+                        // large enough to be inserted.
+                        publish(Graph { index: Arc::new(index), built_upto: meta.upto, loaded: true });
+                        building.store(false, Ordering::Release);
+                        return;
+                    }
+                    other => {
+                        if let Some(Err(e)) = other {
+                            tracing::warn!("the saved HNSW graph is unusable, rebuilding it: {e}");
+                        }
+                        let index = in_own_pool(|| HnswIndex::build(&items));
+                        tracing::info!(vectors = index.len(), "HNSW graph built");
+                        Graph { index: Arc::new(index), built_upto: upto, loaded: false }
+                    }
+                },
             };
-            tracing::info!(vectors = index.len(), "HNSW index built");
-            *slot.write() = Some(Arc::new(Graph { index, built_upto: upto }));
+            let index = Arc::clone(&grown.index);
+            publish(grown);
+            if let Some(h) = &home {
+                match h.save(&index, upto) {
+                    Ok(m) => tracing::info!(vectors = m.vectors, bytes = m.bytes, "HNSW graph saved"),
+                    Err(e) => tracing::warn!("cannot save the HNSW graph: {e}"),
+                }
+            }
             building.store(false, Ordering::Release);
         });
         if let Err(e) = spawned {
@@ -248,11 +295,46 @@ impl Searcher {
     }
 }
 
+impl Searcher {
+    /// Builds a graph of every memory now, saves it in the mapped base's generation folder
+    /// and uses it (`slm index rebuild`; blocking). `None` when the set has no base.
+    pub fn rebuild_graph(&self) -> Option<std::result::Result<super::graph_file::GraphMeta, String>> {
+        let home = self.graph_home.read().clone()?;
+        let (items_ids, data, upto) = {
+            let set = self.set.read();
+            let f = Filter::memories();
+            let positions: Vec<usize> = set.admitted(&f).collect();
+            let mut data = Vec::with_capacity(positions.len() * DIM);
+            positions.iter().for_each(|&p| data.extend_from_slice(set.vector(p)));
+            (positions.iter().map(|&p| set.id_at(p)).collect::<Vec<i64>>(), data, set.last_id())
+        };
+        let items: Vec<(i64, &[f32])> = items_ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
+        let index = Arc::new(in_own_pool(|| HnswIndex::build(&items)));
+        let saved = home.save(&index, upto);
+        *self.graph.write() = Some(Arc::new(Graph { index, built_upto: upto, loaded: false }));
+        Some(saved)
+    }
+}
+
+/// Runs graph work on a rayon pool of its own. hnsw_rs inserts on the current pool; on the
+/// global one, a build (minutes at 100k) would queue every search's parallel scan behind it.
+fn in_own_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("slm-hnsw-{i}")).build() {
+        Ok(pool) => pool.install(f),
+        Err(_) => f(),
+    }
+}
+
 /// Graph candidates plus every row newer than the graph, all rescored exactly.
 fn rescore(set: &VectorSet, g: &Graph, q: &[f32], want: usize, filter: &Filter<'_>) -> Vec<Scored> {
     let k = want * 2 + 10;
-    let from_graph = g.index.candidates(q, k, HNSW_EF.max(k)).into_iter().filter_map(|id| set.position(id));
     let tail = set.first_after(g.built_upto)..set.len();
+    let tail_start = tail.start;
+    // The graph may already hold rows of the tail (an extension in progress): the tail
+    // scores those, once.
+    let from_graph =
+        g.index.candidates(q, k, HNSW_EF.max(k)).into_iter().filter_map(|id| set.position(id)).filter(move |p| *p < tail_start);
     let hits = from_graph.chain(tail).filter_map(|p| exact::score_at(set, p, q, filter)).collect();
     exact::truncate_best(hits, want)
 }

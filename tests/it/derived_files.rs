@@ -188,3 +188,92 @@ fn import_checks_and_normalises_given_embeddings() {
     let r = root.json(&["recall", "the model embeds a line without a vector", "--limit", "1"]);
     assert_eq!(r["hits"][0]["content"], "no embedding: the model embeds it");
 }
+
+/// `slm mcp` with a graph from 1,000 memories: recall once (the first recall is exact and
+/// starts the background work), wait until the status shows the graph in use and, when this
+/// process built it, until `slm index` shows it saved; returns the status's index part.
+fn mcp_graph(root: &Root) -> Value {
+    let before = index(root)["graph"]["sha256"].clone();
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(super::common::slm_bin())
+        .arg("--data-dir")
+        .arg(root.dir())
+        .arg("mcp")
+        .env("SLM_HNSW_MIN", "1000")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut id = 1;
+    let mut call = |method: &str, params: Value| -> Value {
+        id += 1;
+        writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
+        loop {
+            let m: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if m["id"] == id {
+                return m;
+            }
+        }
+    };
+    call("initialize", serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}));
+    let tool = |call: &mut dyn FnMut(&str, Value) -> Value, name: &str, args: Value| {
+        call("tools/call", serde_json::json!({"name": name, "arguments": args}))["result"]["structuredContent"].clone()
+    };
+    let exact = tool(&mut call, "recall", serde_json::json!({"query": "generated note 1234 from batch 9", "limit": 5}));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    let state = loop {
+        let s = tool(&mut call, "status", serde_json::json!({}))["index"].clone();
+        if s["mode"] == "hnsw" && s["hnsw_building"] == false {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "no graph in use: {s}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // Through the graph the answer is the exact one (a small store, candidates rescored).
+    let via_graph = tool(&mut call, "recall", serde_json::json!({"query": "generated note 1234 from batch 9", "limit": 5}));
+    assert_eq!(via_graph["hits"][0]["id"], exact["hits"][0]["id"], "{exact} vs {via_graph}");
+    if state["hnsw_loaded"] == false {
+        // Saved after it is in use: wait for the new save before the process ends.
+        while index(root)["graph"]["sha256"] == before {
+            assert!(std::time::Instant::now() < deadline, "the graph was not saved");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    drop(stdin);
+    child.wait().unwrap();
+    state
+}
+
+/// The graph a long-lived process builds is saved in the generation folder and reloaded,
+/// not rebuilt, by the next one; a damaged graph file falls back to exact search and is
+/// rebuilt and saved again.
+#[test]
+fn the_hnsw_graph_is_saved_reloaded_and_rebuilt_when_damaged() {
+    let root = Root::new();
+    import(&root, 0, 3000, 9);
+    let first = mcp_graph(&root);
+    assert_eq!(first["hnsw_loaded"], false, "the first process builds: {first}");
+    assert_eq!(first["hnsw_vectors"], 3000);
+    let saved = index(&root)["graph"].clone();
+    assert_eq!((saved["vectors"].as_u64(), saved["upto"].as_i64()), (Some(3000), Some(3000)), "{saved}");
+    assert!(saved["bytes"].as_u64().unwrap() > 3000 * 1536, "{saved}");
+
+    let second = mcp_graph(&root);
+    assert_eq!(second["hnsw_loaded"], true, "the next process reloads the saved graph: {second}");
+    assert_eq!(second["hnsw_upto"], 3000);
+
+    // A truncated dump: the search stays exact and right (checked in mcp_graph), and the
+    // graph is built again and saved over the damaged one.
+    let g = index(&root);
+    let data = root.dir().join("index").join(format!("g{}", g["generation"])).join("graph.hnsw.data");
+    let len = std::fs::metadata(&data).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(len / 3).unwrap();
+    let third = mcp_graph(&root);
+    assert_eq!(third["hnsw_loaded"], false, "a damaged graph is rebuilt, not loaded: {third}");
+    assert_ne!(std::fs::metadata(&data).unwrap().len(), len / 3, "saved again, whole");
+    assert_eq!(mcp_graph(&root)["hnsw_loaded"], true, "the rebuilt graph is reloaded");
+}

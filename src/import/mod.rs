@@ -15,7 +15,11 @@
 //! returns [`ImportStopped`]: the summary so far, with the last line whose batch committed.
 //! Re-running the same import resumes it, since stored lines are deduplicated.
 
+mod embedding;
+
 use std::io::BufRead;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
 
 use serde::{Deserialize, Serialize};
 
@@ -28,24 +32,28 @@ use crate::Result;
 pub const BATCH: usize = 256;
 
 /// Lines written together when they all brought their embedding (no model call to pace):
-/// still a short transaction (tens of milliseconds), with far fewer commits.
-pub const BATCH_GIVEN: usize = 2048;
+/// still a short transaction (a few hundred milliseconds at most), and each commit rewrites
+/// the index pages its rows touch (the dedup key's index is random), so fewer, larger
+/// commits write far less: 8,192 rows cut the import's write-ahead log traffic by about a
+/// third against 2,048.
+pub const BATCH_GIVEN: usize = 8192;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Line {
+struct Line<'a> {
     content: String,
     #[serde(default)]
     tags: Vec<String>,
-    #[serde(default)]
-    embedding: Option<Vec<f64>>,
+    /// Left as text by serde_json (which still checks its syntax): [`embedding`] converts it.
+    #[serde(default, borrow)]
+    embedding: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     kind: Option<String>,
     #[serde(default)]
     created_at: Option<String>,
 }
 
-/// One validated memory line.
+/// One memory line.
 struct Item {
     content: String,
     /// Normalised once validated.
@@ -63,7 +71,7 @@ impl Item {
 }
 
 /// A parsed line: a memory, or a loop record of an export.
-enum Parsed {
+enum Entry {
     Memory(Item),
     Record(Record),
 }
@@ -114,6 +122,8 @@ impl From<Box<ImportStopped>> for crate::Error {
 struct Batcher<'e> {
     engine: &'e Engine,
     batch: Vec<Item>,
+    /// Items in `batch` that came without a vector (they pace the batch: the model runs).
+    to_embed: usize,
     summary: ImportSummary,
     /// The number of the last line taken (what a successful flush commits through).
     last_line: usize,
@@ -121,31 +131,27 @@ struct Batcher<'e> {
 
 impl<'e> Batcher<'e> {
     fn new(engine: &'e Engine) -> Self {
-        Batcher { engine, batch: Vec::with_capacity(BATCH), summary: ImportSummary::default(), last_line: 0 }
+        Batcher { engine, batch: Vec::with_capacity(BATCH), to_embed: 0, summary: ImportSummary::default(), last_line: 0 }
     }
 
-    /// Takes item number `line` (1-based): validated, it joins the batch; otherwise it is
-    /// reported. Returns true when a full batch was written.
-    fn push(&mut self, line: usize, item: std::result::Result<Parsed, String>) -> Result<bool> {
+    /// Takes item number `line` (1-based), already validated: a valid one joins the batch;
+    /// otherwise it is reported. Returns true when a full batch was written.
+    fn push(&mut self, line: usize, item: std::result::Result<Entry, String>) -> Result<bool> {
         self.summary.lines += 1;
         self.last_line = line;
-        let item = match item {
-            Ok(Parsed::Memory(item)) => validate(item),
-            Ok(Parsed::Record(r)) => return self.record(line, r),
-            Err(e) => Err(e),
-        };
         match item {
-            Ok(item) => {
+            Ok(Entry::Memory(item)) => {
                 // A batch holds one kind: an export lists memories and laps interleaved.
                 if self.batch.last().is_some_and(|b| b.kind != item.kind) {
                     self.flush()?;
                 }
-                self.batch.push(item)
+                self.to_embed += usize::from(item.embedding.is_none());
+                self.batch.push(item);
             }
+            Ok(Entry::Record(r)) => return self.record(line, r),
             Err(error) => self.summary.skipped.push(SkippedLine { line, error }),
         }
-        let given = self.batch.iter().all(|i| i.embedding.is_some());
-        if self.batch.len() < if given { BATCH_GIVEN } else { BATCH } {
+        if self.batch.len() < if self.to_embed == 0 { BATCH_GIVEN } else { BATCH } {
             return Ok(false);
         }
         self.flush()?;
@@ -166,7 +172,7 @@ impl<'e> Batcher<'e> {
             Err(e) => return Err(e),
         }
         self.summary.last_committed_line = line;
-        Ok(false)
+        Ok(true)
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -175,20 +181,25 @@ impl<'e> Batcher<'e> {
             return Ok(());
         }
         let kind = self.batch[0].kind;
-        let items: Vec<(&str, Vec<String>)> = self.batch.iter().map(|i| (i.content.as_str(), i.tags.clone())).collect();
+        // The batch is cleared after the write either way, so its tags can move out.
+        let tags: Vec<Vec<String>> = self.batch.iter_mut().map(|i| std::mem::take(&mut i.tags)).collect();
+        let items: Vec<(&str, Vec<String>)> = self.batch.iter().map(|i| i.content.as_str()).zip(tags).collect();
         let given: Vec<Option<&[f32]>> = self.batch.iter().map(|i| i.embedding.as_deref()).collect();
         let created: Vec<Option<&str>> = self.batch.iter().map(|i| i.created_at.as_deref()).collect();
         // A ledger lap exported before it was embedded is stored the same way, for the
         // importing store's background embedder; memories are always embedded now.
         let embed = kind == memory::Kind::Memory;
-        for r in self.engine.insert_imported(kind, &items, &given, &created, embed)? {
+        let written = self.engine.insert_imported(kind, &items, &given, &created, embed);
+        drop((items, given, created));
+        self.batch.clear();
+        self.to_embed = 0;
+        for r in written? {
             if r.deduped {
                 self.summary.deduped += 1;
             } else {
                 self.summary.imported += 1;
             }
         }
-        self.batch.clear();
         self.summary.last_committed_line = self.last_line;
         Ok(())
     }
@@ -205,7 +216,7 @@ impl<'e> Batcher<'e> {
     }
 }
 
-fn validate(mut item: Item) -> std::result::Result<Item, String> {
+fn validate(mut item: Item) -> std::result::Result<Entry, String> {
     memory::validate_content("content", &item.content).map_err(|e| e.to_string())?;
     item.tags = memory::normalize_tags(&item.tags).map_err(|e| e.to_string())?;
     if let Some(t) = &item.created_at {
@@ -214,28 +225,17 @@ fn validate(mut item: Item) -> std::result::Result<Item, String> {
             .map_err(|_| format!("invalid created_at: {t:?} must be an RFC 3339 time"))?;
         item.created_at = Some(at.with_timezone(&chrono::Utc).to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
     }
-    Ok(item)
+    Ok(Entry::Memory(item))
 }
 
-/// Checks a given embedding (384 finite numbers, not all zero) and normalises it.
-fn unit_vector(v: Vec<f64>) -> std::result::Result<Vec<f32>, String> {
-    let dim = crate::embed::DIM;
-    if v.len() != dim {
-        return Err(format!("invalid embedding: must have {dim} numbers, got {}", v.len()));
-    }
-    if let Some(i) = v.iter().position(|x| !x.is_finite() || x.abs() > f64::from(f32::MAX)) {
-        return Err(format!("invalid embedding: number {} is not a finite 32-bit float", i + 1));
-    }
-    let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    if norm == 0.0 {
-        return Err("invalid embedding: must not be all zeros".into());
-    }
-    // A vector that is already a unit vector to f32 precision (every vector `slm export`
-    // writes) is kept bit for bit, so an export imported elsewhere scores exactly the same.
-    if (norm - 1.0).abs() < 1e-6 {
-        return Ok(v.iter().map(|&x| x as f32).collect());
-    }
-    Ok(v.iter().map(|x| (x / norm) as f32).collect())
+/// A memory line's fields into an item (its embedding already read).
+fn item(l: Line<'_>, embedding: Option<Vec<f32>>) -> std::result::Result<Entry, String> {
+    let kind = match l.kind.as_deref() {
+        None | Some("memory") => memory::Kind::Memory,
+        Some("lap") => memory::Kind::Lap,
+        Some(other) => return Err(format!("invalid kind: {other:?} must be memory or lap")),
+    };
+    validate(Item { content: l.content, tags: l.tags, embedding, kind, created_at: l.created_at })
 }
 
 /// Imports `(content, tags)` items (numbered from 1 in the summary): the same validation,
@@ -243,85 +243,136 @@ fn unit_vector(v: Vec<f64>) -> std::result::Result<Vec<f32>, String> {
 pub fn import_items(engine: &Engine, items: impl IntoIterator<Item = (String, Vec<String>)>) -> Result<ImportSummary> {
     let mut b = Batcher::new(engine);
     for (i, (content, tags)) in items.into_iter().enumerate() {
-        b.push(i + 1, Ok(Parsed::Memory(Item::new(content, tags))))?;
+        b.push(i + 1, validate(Item::new(content, tags)))?;
     }
     Ok(b.finish()?)
 }
 
 /// Imports every line of `reader`; `progress` is called with the bytes consumed so far.
+///
+/// Two stages overlap: this thread reads and parses (a chunk of lines at a time, in parallel:
+/// 384 numbers per line make parsing as costly as the store's writes) while a writer thread
+/// takes the parsed lines in order and writes the batches.
 pub fn import_jsonl(
     engine: &Engine,
     reader: impl BufRead,
     progress: &mut dyn FnMut(u64),
 ) -> Result<ImportSummary, Box<ImportStopped>> {
-    use rayon::prelude::*;
     if let Err(e) = engine.prepare_bulk() {
         return Err(Batcher::new(engine).stopped(e));
     }
-    let mut b = Batcher::new(engine);
+    // Bytes read through the last chunk whose batches were written (for the progress bar).
+    let written = AtomicU64::new(0);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(IN_FLIGHT);
+    std::thread::scope(|scope| {
+        let writer = std::thread::Builder::new()
+            .name("slm-import-write".into())
+            .spawn_scoped(scope, || write_parsed(engine, rx, &written));
+        let writer = match writer {
+            Ok(w) => w,
+            Err(e) => return Err(Batcher::new(engine).stopped(crate::Error::io("cannot start the import's writer", e))),
+        };
+        let consumed = read_parsed(reader, &tx, &mut |_| progress(written.load(Ordering::Acquire)));
+        drop(tx);
+        let summary = writer.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        progress(consumed);
+        Ok(summary)
+    })
+}
+
+/// What the reading stage hands the writing stage.
+enum Chunk {
+    /// Parsed lines in order (`None`: blank), and the bytes read through them.
+    Lines(Vec<(usize, Option<std::result::Result<Entry, String>>)>, u64),
+    /// Reading failed: stop without writing the batch in progress.
+    Failed(crate::Error),
+}
+
+/// Chunks parsed ahead of the writer.
+const IN_FLIGHT: usize = 2;
+
+/// Reads and parses `reader` a chunk at a time into `tx` until the input ends, reading fails
+/// or the writer stops; returns the bytes read. `chunk_sent` runs after each chunk.
+fn read_parsed(reader: impl BufRead, tx: &SyncSender<Chunk>, chunk_sent: &mut dyn FnMut(u64)) -> u64 {
+    use rayon::prelude::*;
     let mut consumed = 0u64;
     let mut lines = reader.split(b'\n').enumerate().peekable();
-    // Lines are read a chunk at a time and parsed in parallel (384 numbers per line make
-    // parsing the largest cost of an import with embeddings), then taken in order.
     while lines.peek().is_some() {
         let mut chunk: Vec<(usize, Vec<u8>)> = Vec::with_capacity(PARSE_CHUNK);
         for (i, line) in lines.by_ref().take(PARSE_CHUNK) {
-            let raw = match line {
-                Ok(raw) => raw,
-                Err(e) => return Err(b.stopped(crate::Error::io("cannot read the import file", e))),
-            };
-            consumed += raw.len() as u64 + 1;
-            chunk.push((i + 1, raw));
-        }
-        let parsed: Vec<(usize, Option<std::result::Result<Parsed, String>>)> =
-            chunk.into_par_iter().map(|(n, raw)| (n, parse_line(&raw))).collect();
-        let mut wrote = false;
-        for (n, item) in parsed {
-            if let Some(item) = item {
-                match b.push(n, item) {
-                    Ok(w) => wrote |= w,
-                    Err(e) => return Err(b.stopped(e)),
+            match line {
+                Ok(raw) => {
+                    consumed += raw.len() as u64 + 1;
+                    chunk.push((i + 1, raw));
+                }
+                Err(e) => {
+                    let _ = tx.send(Chunk::Failed(crate::Error::io("cannot read the import file", e)));
+                    return consumed;
                 }
             }
         }
-        if wrote {
-            progress(consumed);
+        let parsed = chunk.into_par_iter().map(|(n, raw)| (n, parse_line(&raw))).collect();
+        if tx.send(Chunk::Lines(parsed, consumed)).is_err() {
+            break; // the writer stopped on an error, which it reports
+        }
+        chunk_sent(consumed);
+    }
+    consumed
+}
+
+/// Writes what [`read_parsed`] sends, in order; `written` follows the bytes written through.
+fn write_parsed(engine: &Engine, rx: Receiver<Chunk>, written: &AtomicU64) -> Result<ImportSummary, Box<ImportStopped>> {
+    let mut b = Batcher::new(engine);
+    for msg in rx {
+        match msg {
+            Chunk::Lines(lines, consumed) => {
+                let mut wrote = false;
+                for (n, item) in lines {
+                    if let Some(item) = item {
+                        match b.push(n, item) {
+                            Ok(w) => wrote |= w,
+                            Err(e) => return Err(b.stopped(e)),
+                        }
+                    }
+                }
+                if wrote {
+                    written.store(consumed, Ordering::Release);
+                }
+            }
+            Chunk::Failed(e) => return Err(b.stopped(e)),
         }
     }
-    let summary = b.finish()?;
-    progress(consumed);
-    Ok(summary)
+    b.finish()
 }
 
 /// Lines parsed together.
 const PARSE_CHUNK: usize = 1024;
 
 /// One line: `None` when blank, else the item or why it is rejected.
-fn parse_line(raw: &[u8]) -> Option<std::result::Result<Parsed, String>> {
-    match std::str::from_utf8(raw) {
-        Ok(t) if t.trim().is_empty() => None,
-        Ok(t) => Some(parse_text(t.trim())),
-        Err(e) => Some(Err(format!("not UTF-8: {e}"))),
-    }
-}
-
-fn parse_text(t: &str) -> std::result::Result<Parsed, String> {
+fn parse_line(raw: &[u8]) -> Option<std::result::Result<Entry, String>> {
+    let t = match std::str::from_utf8(raw) {
+        Ok(t) if t.trim().is_empty() => return None,
+        Ok(t) => t.trim(),
+        Err(e) => return Some(Err(format!("not UTF-8: {e}"))),
+    };
     // Record lines open with their one key; anything else is a memory line.
     let head = t.trim_start_matches('{').trim_start();
     if head.starts_with("\"loop_run\"") || head.starts_with("\"loop_lap\"") {
-        return serde_json::from_str::<Record>(t).map(Parsed::Record).map_err(|e| format!("invalid loop record: {e}"));
+        return Some(serde_json::from_str::<Record>(t).map(Entry::Record).map_err(|e| format!("invalid loop record: {e}")));
     }
-    let l = serde_json::from_str::<Line>(t).map_err(|e| format!("invalid JSON object: {e}"))?;
-    let kind = match l.kind.as_deref() {
-        None | Some("memory") => memory::Kind::Memory,
-        Some("lap") => memory::Kind::Lap,
-        Some(other) => return Err(format!("invalid kind: {other:?} must be memory or lap")),
-    };
-    Ok(Parsed::Memory(Item {
-        content: l.content,
-        tags: l.tags,
-        embedding: l.embedding.map(unit_vector).transpose()?,
-        kind,
-        created_at: l.created_at,
-    }))
+    // The usual line with an embedding: its numbers are read by hand and serde_json reads
+    // the rest with `null` in their place (the same object: the array was strict JSON).
+    if let Some((range, v)) = embedding::split_line(t) {
+        let rest = format!("{}null{}", &t[..range.start], &t[range.end..]);
+        if let Ok(l @ Line { embedding: None, .. }) = serde_json::from_str::<Line>(&rest) {
+            return Some(item(l, Some(v)));
+        }
+    }
+    // Anything else, and every line with an error (its message then names the real line).
+    Some(
+        serde_json::from_str::<Line>(t).map_err(|e| format!("invalid JSON object: {e}")).and_then(|l| {
+            let v = l.embedding.map(|r| embedding::unit_vector(r.get())).transpose()?;
+            item(l, v)
+        }),
+    )
 }

@@ -1,0 +1,170 @@
+//! The HNSW graph saved in a generation folder of the derived files, so a restarted
+//! long-lived process reloads it instead of spending minutes rebuilding it.
+//!
+//! Files, in `index/g<N>/`: `graph.hnsw.graph` and `graph.hnsw.data` (hnsw_rs's dump: the
+//! links and the vectors), and `graph.meta` (JSON: the store id, the generation, the largest
+//! row id the graph covers, its vector count, and the SHA-256 and size of both dump files).
+//! A save dumps under temporary names, then, under the derived files' lock, renames the dump
+//! into place and writes the meta last (also by rename). A load takes the lock only to check
+//! the meta and hard-link the files to private names (so a concurrent save cannot swap them
+//! half-way), then checks both digests before hnsw_rs reads a byte: hnsw_rs asserts, unwraps
+//! and prints to stdout (the MCP channel) on a damaged dump, so a damaged file must never
+//! reach it. The load also runs under `catch_unwind`. Any failure means "no saved graph": the
+//! caller searches exactly (always correct) and builds a new one in the background.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use hnsw_rs::hnswio::HnswIo;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::hnsw::{HnswIndex, SimdCosine};
+
+const BASENAME: &str = "graph";
+const META: &str = "graph.meta";
+const PARTS: [&str; 2] = ["hnsw.graph", "hnsw.data"];
+
+/// What `graph.meta` records.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+pub struct GraphMeta {
+    /// The store the graph was built from (its `store_id`).
+    pub store_id: String,
+    /// The derived files' generation whose folder holds it.
+    pub generation: u64,
+    /// Every memory with an id up to this one was in the store when the graph last grew
+    /// (forgotten ones are skipped by the exact rescoring).
+    pub upto: i64,
+    /// Vectors in the graph.
+    pub vectors: usize,
+    /// SHA-256 (hex) of `graph.hnsw.graph` and `graph.hnsw.data`.
+    pub sha256: [String; 2],
+    /// Bytes of both dump files.
+    pub bytes: u64,
+}
+
+/// Where a generation's graph is saved, and what it must match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GraphHome {
+    /// The generation folder.
+    pub dir: PathBuf,
+    pub store_id: String,
+    pub generation: u64,
+}
+
+impl GraphHome {
+    /// The saved graph's meta, if it is this generation's and this store's.
+    pub fn meta(&self) -> Option<GraphMeta> {
+        let m: GraphMeta = serde_json::from_slice(&std::fs::read(self.dir.join(META)).ok()?).ok()?;
+        (m.store_id == self.store_id && m.generation == self.generation).then_some(m)
+    }
+
+    fn index_dir(&self) -> &Path {
+        self.dir.parent().unwrap_or(&self.dir)
+    }
+
+    /// Saves `index`, which covers the rows up to `upto`. Errors are strings for the log.
+    pub fn save(&self, index: &HnswIndex, upto: i64) -> Result<GraphMeta, String> {
+        let tmp = format!("{BASENAME}-tmp-{}", std::process::id());
+        let dumped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| index.dump(&self.dir, &tmp)))
+            .map_err(|_| "the HNSW dump panicked".to_string())??;
+        let from = |part: &str| self.dir.join(format!("{dumped}.{part}"));
+        let mut sha256 = [String::new(), String::new()];
+        let mut bytes = 0;
+        for (i, part) in PARTS.iter().enumerate() {
+            let (digest, n) = digest(&from(part)).map_err(|e| format!("cannot read the dump: {e}"))?;
+            sha256[i] = digest;
+            bytes += n;
+        }
+        let meta = GraphMeta {
+            store_id: self.store_id.clone(),
+            generation: self.generation,
+            upto,
+            vectors: index.len(),
+            sha256,
+            bytes,
+        };
+        let _lock = super::derived::lock(self.index_dir()).map_err(|e| e.to_string())?;
+        let cleanup = || PARTS.iter().for_each(|p| drop(std::fs::remove_file(from(p))));
+        if !self.dir.join("head").is_file() {
+            cleanup(); // the generation was replaced meanwhile: its folder is going away
+            return Err("the generation was replaced while the graph was saved".into());
+        }
+        // A newer save (another process) may already cover more rows: keep it.
+        if self.meta().is_some_and(|m| m.upto > upto) {
+            cleanup();
+            return Ok(meta);
+        }
+        let _ = std::fs::remove_file(self.dir.join(META));
+        for part in PARTS {
+            std::fs::rename(from(part), self.dir.join(format!("{BASENAME}.{part}"))).map_err(|e| e.to_string())?;
+        }
+        let meta_tmp = self.dir.join(format!("{META}.{}", std::process::id()));
+        let json = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
+        std::fs::write(&meta_tmp, json).and_then(|_| std::fs::rename(&meta_tmp, self.dir.join(META))).map_err(|e| e.to_string())?;
+        Ok(meta)
+    }
+
+    /// Loads the saved graph: `Ok(None)` when there is none for this generation and store,
+    /// `Err` when one is there but damaged (or hnsw_rs fails on it).
+    pub fn load(&self) -> Result<Option<(HnswIndex, GraphMeta)>, String> {
+        let n = LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let private = format!("{BASENAME}-load-{}-{n}", std::process::id());
+        let link = |part: &str| self.dir.join(format!("{private}.{part}"));
+        let meta = {
+            let _lock = super::derived::lock(self.index_dir()).map_err(|e| e.to_string())?;
+            let Some(meta) = self.meta() else { return Ok(None) };
+            for part in PARTS {
+                std::fs::hard_link(self.dir.join(format!("{BASENAME}.{part}")), link(part))
+                    .map_err(|e| format!("cannot open the saved graph: {e}"))?;
+            }
+            meta
+        };
+        let loaded = self.load_linked(&private, &meta);
+        PARTS.iter().for_each(|p| drop(std::fs::remove_file(link(p))));
+        loaded.map(|index| Some((index, meta)))
+    }
+
+    fn load_linked(&self, private: &str, meta: &GraphMeta) -> Result<HnswIndex, String> {
+        for (i, part) in PARTS.iter().enumerate() {
+            let (digest, _) = digest(&self.dir.join(format!("{private}.{part}"))).map_err(|e| e.to_string())?;
+            if digest != meta.sha256[i] {
+                return Err(format!("{BASENAME}.{part} does not match its recorded checksum"));
+            }
+        }
+        let dir = self.dir.clone();
+        let private = private.to_string();
+        let graph = std::panic::catch_unwind(move || {
+            // hnsw_rs ties the reloaded graph's lifetime to the `HnswIo` that read it; the
+            // graph lives as long as the process may search it, so the reader is leaked:
+            // a few hundred bytes once per load (a process start, or a damaged file).
+            let io: &'static mut HnswIo = Box::leak(Box::new(HnswIo::new(&dir, &private)));
+            io.load_hnsw::<f32, SimdCosine>().map_err(|e| e.to_string())
+        })
+        .map_err(|_| "hnsw_rs panicked reading the saved graph".to_string())??;
+        let index = HnswIndex::from_graph(graph);
+        if index.len() != meta.vectors {
+            return Err(format!("the saved graph holds {} vectors, its meta says {}", index.len(), meta.vectors));
+        }
+        Ok(index)
+    }
+}
+
+static LOADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The SHA-256 (hex) and size of a file.
+fn digest(path: &Path) -> std::io::Result<(String, u64)> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((h.finalize().iter().map(|b| format!("{b:02x}")).collect(), n))
+}
