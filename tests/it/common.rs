@@ -10,14 +10,23 @@ pub fn slm_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_slm"))
 }
 
-/// A temporary data root, deleted on drop.
+/// A temporary data root, deleted on drop; its rows live in its SQLite file, or in a shared
+/// PostgreSQL database when `store` is set.
 pub struct Root {
     pub tmp: tempfile::TempDir,
+    /// The `--store` URL every command of this root gets (`None`: SQLite).
+    pub store: Option<String>,
 }
 
 impl Root {
     pub fn new() -> Root {
-        Root { tmp: tempfile::tempdir().expect("tempdir") }
+        Root { tmp: tempfile::tempdir().expect("tempdir"), store: None }
+    }
+
+    /// A data root of its own whose rows live in the PostgreSQL database at `url` (another
+    /// "host" of that store).
+    pub fn on(url: &str) -> Root {
+        Root { tmp: tempfile::tempdir().expect("tempdir"), store: Some(url.to_string()) }
     }
 
     pub fn dir(&self) -> PathBuf {
@@ -29,6 +38,10 @@ impl Root {
         let mut c = Command::new(slm_bin());
         c.arg("--data-dir").arg(self.dir()).args(args);
         c.env_remove("SLM_DATA_DIR");
+        match &self.store {
+            Some(url) => c.env("SLM_STORE", url),
+            None => c.env_remove("SLM_STORE"),
+        };
         c
     }
 

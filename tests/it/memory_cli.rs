@@ -147,7 +147,7 @@ fn memory_from_another_process_is_visible_without_restart() {
     let root = Root::new();
     root.remember("unrelated note about gardening", &[]);
     let engine = slm::engine::Engine::open(
-        &slm::engine::DataRoot { dir: root.dir(), explicit: true },
+        &slm::engine::DataRoot { dir: root.dir(), explicit: true, store: None },
         Arc::new(OnnxEmbedder::locate()),
     )
     .unwrap();
