@@ -19,7 +19,13 @@ pub struct Root {
 }
 
 impl Root {
+    /// A fresh data root with its own store: the SQLite file, or, with
+    /// `SLM_TEST_STORE=postgres`, a fresh database on the tests' private PostgreSQL server (so
+    /// the shared behaviour tests run against both stores: see scripts/test.sh).
     pub fn new() -> Root {
+        if std::env::var("SLM_TEST_STORE").is_ok_and(|v| v == "postgres") {
+            return Root::on(&crate::pg::Cluster::shared().database());
+        }
         Root { tmp: tempfile::tempdir().expect("tempdir"), store: None }
     }
 
@@ -74,6 +80,17 @@ impl Root {
     /// The number of memories stored (`status`).
     pub fn count(&self) -> u64 {
         self.json(&["status"])["memories"].as_u64().expect("memories")
+    }
+
+    /// Opens this root's store directly: its SQLite file, or its PostgreSQL database.
+    pub fn open_store(&self) -> slm::storage::Store {
+        match &self.store {
+            Some(url) => {
+                let url = slm::storage::PgUrl::from_flag(Some(url)).unwrap().unwrap();
+                slm::storage::Store::open_at(&slm::storage::Location::Postgres(url)).unwrap()
+            }
+            None => slm::storage::Store::open(&self.db_path()).unwrap(),
+        }
     }
 
     pub fn db_path(&self) -> PathBuf {

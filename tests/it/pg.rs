@@ -1,13 +1,14 @@
 //! A private PostgreSQL cluster for the tests: `initdb` in a temporary directory as the
 //! unprivileged `postgres` user (when the tests run as root), a server listening only on a Unix
-//! socket in that directory, stopped (`pg_ctl -m immediate stop`) when the last test using it
-//! drops its handle. Each test gets a database of its own (`CREATE DATABASE`).
+//! socket in that directory. The shared one is started on first use and stopped
+//! (`pg_ctl -m immediate stop`, its directory removed) when the test process exits; a private
+//! one when its handle drops. Each test gets a database of its own (`CREATE DATABASE`).
 //!
 //! `scripts/test.sh` installs Debian's `postgresql` where no `initdb` is found.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Mutex, OnceLock};
 
 /// A running private cluster.
 pub struct Cluster {
@@ -20,7 +21,15 @@ pub struct Cluster {
 }
 
 /// The cluster shared by the tests of this process.
-static SHARED: Mutex<Weak<Cluster>> = Mutex::new(Weak::new());
+static SHARED: OnceLock<Cluster> = OnceLock::new();
+
+/// Stops the shared cluster when the test process exits (statics are never dropped).
+extern "C" fn stop_shared() {
+    if let Some(c) = SHARED.get() {
+        c.stop();
+        let _ = std::fs::remove_dir_all(c.dir.path());
+    }
+}
 
 /// The newest installed server binaries (`/usr/lib/postgresql/<v>/bin`).
 fn server_bin() -> Option<PathBuf> {
@@ -42,14 +51,12 @@ fn is_root() -> bool {
 impl Cluster {
     /// The shared cluster, started on first use. Panics with a clear message when no
     /// PostgreSQL server binaries are installed (run scripts/test.sh).
-    pub fn shared() -> Arc<Cluster> {
-        let mut slot = SHARED.lock().unwrap();
-        if let Some(c) = slot.upgrade() {
-            return c;
-        }
-        let c = Arc::new(Cluster::private());
-        *slot = Arc::downgrade(&c);
-        c
+    pub fn shared() -> &'static Cluster {
+        SHARED.get_or_init(|| {
+            // SAFETY: registers a plain function with no arguments; it runs once at exit.
+            unsafe { libc::atexit(stop_shared) };
+            Cluster::private()
+        })
     }
 
     fn run(&self, args: &[&str]) -> std::process::Output {

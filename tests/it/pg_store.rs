@@ -289,3 +289,74 @@ fn a_server_restart_while_a_loop_waits() {
     assert_eq!(r["match"]["id"], id);
     assert!(a.json(&["list", "--limit", "10"])["memories"].as_array().unwrap().iter().all(|m| m["content"] != "written during the outage"));
 }
+
+/// `slm export` from a local SQLite data root piped into `slm import -` on a PostgreSQL store
+/// moves the memories with their tags and vectors (no model call for them), and the shared
+/// store exports the same lines back.
+#[test]
+fn export_from_sqlite_imports_into_postgres() {
+    let cluster = Cluster::shared();
+    let local = Root { tmp: tempfile::tempdir().unwrap(), store: None };
+    local.remember("the staging cluster was upgraded to version 15", &["ops", "staging"]);
+    local.remember("alice owns the billing service", &[]);
+    let exported = local.run(&["export"]);
+    assert!(exported.status.success(), "{}", String::from_utf8_lossy(&exported.stderr));
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&exported.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["content"], "the staging cluster was upgraded to version 15", "oldest first");
+    assert_eq!(lines[0]["tags"], serde_json::json!(["ops", "staging"]));
+    assert_eq!(lines[0]["embedding"].as_array().unwrap().len(), DIM);
+
+    let shared = Root::on(&cluster.database());
+    let mut import = shared.cmd(&["import", "-", "--json"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(import.stdin.as_mut().unwrap(), &exported.stdout).unwrap();
+    drop(import.stdin.take());
+    let out = import.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["imported"], 2, "{summary}");
+    let hits = shared.json(&["recall", "which version runs on staging", "--tag", "staging"]);
+    assert_eq!(hits["hits"][0]["content"], "the staging cluster was upgraded to version 15", "{hits}");
+
+    let back = shared.run(&["export"]);
+    let again: Vec<Value> = String::from_utf8_lossy(&back.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(again.len(), 2);
+    for (a, b) in lines.iter().zip(&again) {
+        assert_eq!((&a["content"], &a["tags"]), (&b["content"], &b["tags"]));
+        let (va, vb) = (a["embedding"].as_array().unwrap(), b["embedding"].as_array().unwrap());
+        assert!(va.iter().zip(vb).all(|(x, y)| (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() < 1e-6));
+    }
+}
+
+/// `slm mcp` on host B sees a memory host A stored after the server started, in its next
+/// recall, with no restart.
+#[test]
+fn mcp_on_one_host_recalls_what_another_host_just_stored() {
+    use std::io::{BufRead, BufReader, Write};
+    let cluster = Cluster::shared();
+    let url = cluster.database();
+    let (a, b) = (Root::on(&url), Root::on(&url));
+    a.remember("an early note about the weather", &[]);
+    let mut child =
+        b.cmd(&["mcp"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut call = |id: u64, method: &str, params: Value| -> Value {
+        writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
+        if method == "initialize" {
+            writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+        }
+        serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
+    };
+    call(1, "initialize", serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}));
+    let recall = serde_json::json!({"name": "recall", "arguments": {"query": "the canary deploy of the search service passed"}});
+    let before = call(2, "tools/call", recall.clone());
+    let hits = before["result"]["structuredContent"]["hits"].as_array().unwrap().clone();
+    assert_eq!(hits.len(), 1, "{before}");
+    let id = a.remember("the canary deploy of the search service passed", &[]);
+    let after = call(3, "tools/call", recall);
+    assert_eq!(after["result"]["structuredContent"]["hits"][0]["id"], id, "{after}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -317,7 +317,7 @@ impl PgStore {
     /// Ends the session cleanly (the server sees a goodbye, not a dropped socket).
     pub fn close(&mut self) {
         if let Some(c) = self.conn.borrow_mut().take() {
-            let _ = c.close();
+            off_async(move || drop(c.close()));
         }
     }
 
@@ -434,6 +434,23 @@ impl PgStore {
             .map_err(|e| self.err(e))?;
         let found: std::collections::HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
         Ok(ids.iter().copied().filter(|id| found.contains(id)).collect())
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Runs `f` (which blocks on the client's own runtime) on a plain thread when called from
+/// inside a tokio runtime, where blocking on another runtime panics: the servers drop their
+/// engine inside theirs.
+fn off_async(f: impl FnOnce() + Send + 'static) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        let _ = std::thread::spawn(f).join();
+    } else {
+        f();
     }
 }
 
