@@ -623,16 +623,6 @@ impl Engine {
         self.store().list(&tags, kind, limit, before)
     }
 
-    /// The stored vectors of `ids` that exist and have one (export).
-    pub fn stored_vectors(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<f32>>> {
-        let rows = self.store().vectors_or_content(ids)?;
-        let mut out = HashMap::with_capacity(rows.len());
-        for (id, blob, _) in rows.into_iter().filter(|(_, b, _)| !b.is_empty()) {
-            out.insert(id, crate::spaces::from_blob(&blob)?);
-        }
-        Ok(out)
-    }
-
     /// Fetches memories by id (missing ids are skipped).
     pub fn get(&self, ids: &[i64]) -> Result<Vec<Memory>> {
         self.store().get_many(ids)

@@ -1,6 +1,5 @@
 //! Bulk import of JSON Lines: one `{"content": "...", "tags": ["..."], "embedding": [...]}`
-//! object per line (`tags` and `embedding` optional; `kind` (`memory`) and `created_at`, as
-//! `slm export` writes them, are accepted, and the import stamps its own time).
+//! object per line (`tags` and `embedding` optional).
 //!
 //! Lines are validated one by one, so a bad line is reported with its number and skipped while
 //! the rest are imported. Valid lines are written in batches of [`BATCH`]: one short write
@@ -36,12 +35,6 @@ struct Line {
     tags: Vec<String>,
     #[serde(default)]
     embedding: Option<Vec<f64>>,
-    /// Written by `slm export`: only `memory` is accepted.
-    #[serde(default)]
-    kind: Option<String>,
-    /// Written by `slm export`; informational (an import stamps its own time).
-    #[serde(default, rename = "created_at")]
-    _created_at: Option<serde::de::IgnoredAny>,
 }
 
 /// One validated line: content, normalised tags, and its unit vector when it brought one.
@@ -231,12 +224,7 @@ fn parse_line(raw: &[u8]) -> Option<std::result::Result<Item, String>> {
         Ok(t) => Some(
             serde_json::from_str::<Line>(t.trim())
                 .map_err(|e| format!("invalid JSON object: {e}"))
-                .and_then(|l| {
-                    if l.kind.as_deref().is_some_and(|k| k != "memory") {
-                        return Err(format!("invalid kind: {:?} (only memory lines are imported)", l.kind.unwrap_or_default()));
-                    }
-                    Ok((l.content, l.tags, l.embedding.map(unit_vector).transpose()?))
-                }),
+                .and_then(|l| Ok((l.content, l.tags, l.embedding.map(unit_vector).transpose()?))),
         ),
         Err(e) => Some(Err(format!("not UTF-8: {e}"))),
     }

@@ -25,7 +25,6 @@ pub mod dashboard;
 pub mod engine;
 pub mod feed;
 mod error;
-pub mod export;
 pub mod import;
 pub mod index;
 pub mod loops;

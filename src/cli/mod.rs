@@ -175,9 +175,7 @@ enum Command {
         /// The .jsonl file ("-" for standard input).
         file: PathBuf,
     },
-    /// Write every memory as JSON Lines (content, tags, embedding, kind, created_at), oldest
-    /// first, for `slm import` (e.g. into a shared store: `slm export | slm import --store URL -`).
-    Export,
+
     /// Print a shell completion script (e.g. `slm completions bash > ~/.local/share/bash-completion/completions/slm`).
     Completions {
         /// The shell.
@@ -386,11 +384,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             }
         }
         Command::Import { file } => return import(g, &out, &file),
-        Command::Export => {
-            let stdout = std::io::stdout();
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-            slm::export::export_jsonl(open(g)?, &mut w)?;
-        }
+
         Command::Index { cmd } => return index::dispatch(open(g)?, cmd, g.json),
         Command::Dashboard { port, bind, allow_remote, token_file, allow_hosts, open: open_browser } => {
             let o = slm::dashboard::Options {
