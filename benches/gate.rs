@@ -111,7 +111,7 @@ fn bench_polls(c: &mut Criterion) {
                             let rows: Vec<slm::storage::NewRow<'_>> = texts
                                 .iter()
                                 .zip(&vecs)
-                                .map(|(c, v)| slm::storage::NewRow { kind: Kind::Memory, content: c, tags: &none, embedding: v })
+                                .map(|(c, v)| slm::storage::NewRow { kind: Kind::Memory, content: c, tags: &none, embedding: v, created_at: None })
                                 .collect();
                             writer.insert(&rows).unwrap();
                         }

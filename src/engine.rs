@@ -359,20 +359,55 @@ impl Engine {
     /// Stores rows of `kind` whose content and tags are already validated and normalised.
     /// Used by `remember` and by the loop ledger.
     pub fn insert_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, true, &[])
+        self.write_rows(kind, rows, true, &[], &[])
     }
 
     /// Like [`Engine::insert_rows`], with vectors the caller already has: `given[i]`, when
     /// present, is row `i`'s unit vector (384-d) and the model is not run for it (import).
     pub fn insert_rows_given(&self, kind: Kind, rows: &[(&str, Vec<String>)], given: &[Option<&[f32]>]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, true, given)
+        self.write_rows(kind, rows, true, given, &[])
+    }
+
+    /// Stores imported rows: like [`Engine::insert_rows_given`], keeping each row's
+    /// `created_at` where given; with `embed` false, rows without a vector are stored pending
+    /// (ledger laps exported before they were embedded).
+    pub fn insert_imported(
+        &self,
+        kind: Kind,
+        rows: &[(&str, Vec<String>)],
+        given: &[Option<&[f32]>],
+        created: &[Option<&str>],
+        embed: bool,
+    ) -> Result<Vec<Remembered>> {
+        self.write_rows(kind, rows, embed, given, created)
+    }
+
+    /// Stores an imported run record unless its id is stored; true when stored.
+    pub fn import_run(&self, run: &crate::storage::RunOut) -> Result<bool> {
+        self.store().writable()?;
+        let stored = self.store().run_import(run)?;
+        if stored {
+            self.announce(Topic::Ledger);
+        }
+        Ok(stored)
+    }
+
+    /// Stores an imported lap record unless stored; true when stored.
+    pub fn import_lap(&self, lap: &crate::storage::LapOut) -> Result<bool> {
+        self.store().writable()?;
+        self.store().lap_import(lap)
+    }
+
+    /// Visits the whole store (see [`crate::storage::Store::export`]).
+    pub fn export(&self, visit: &mut dyn FnMut(crate::storage::ExportItem) -> Result<()>) -> Result<()> {
+        self.store().export(visit)
     }
 
     /// Stores rows without embedding them (no model load): a later [`Engine::backfill_pending`]
     /// adds their vectors, and until then recall embeds them on the fly. Only for ledger laps,
     /// which no gate ever reads, so a missing vector can never change a gate's decision.
     pub fn insert_pending(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, false, &[])
+        self.write_rows(kind, rows, false, &[], &[])
     }
 
     /// Prepares this engine for a long series of batch writes (an import): a larger page cache.
@@ -402,7 +437,14 @@ impl Engine {
         Ok(done)
     }
 
-    fn write_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)], embed: bool, given: &[Option<&[f32]>]) -> Result<Vec<Remembered>> {
+    fn write_rows(
+        &self,
+        kind: Kind,
+        rows: &[(&str, Vec<String>)],
+        embed: bool,
+        given: &[Option<&[f32]>],
+        created: &[Option<&str>],
+    ) -> Result<Vec<Remembered>> {
         // Read-only media: fail before the model loads, naming the cause.
         self.store().writable()?;
         // Skip the model for rows already stored: a dedup costs a lookup, not an inference.
@@ -434,6 +476,7 @@ impl Engine {
                 kind,
                 content: rows[i].0,
                 tags: &rows[i].1,
+                created_at: created.get(i).copied().flatten(),
                 // Rows of an embedder's matrix are contiguous (standard layout).
                 embedding: match given_at(i) {
                     Some(v) => v,

@@ -23,6 +23,7 @@
 pub mod embed;
 pub mod dashboard;
 pub mod engine;
+pub mod export;
 pub mod feed;
 mod error;
 pub mod import;

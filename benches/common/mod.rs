@@ -51,7 +51,7 @@ pub fn fill_store(dir: &std::path::Path, n: usize, seed: u64) {
         let rows: Vec<slm::storage::NewRow<'_>> = contents
             .iter()
             .zip(&vecs)
-            .map(|(c, v)| slm::storage::NewRow { kind: slm::memory::Kind::Memory, content: c, tags: &no_tags, embedding: v })
+            .map(|(c, v)| slm::storage::NewRow { kind: slm::memory::Kind::Memory, content: c, tags: &no_tags, embedding: v, created_at: None })
             .collect();
         store.insert(&rows).unwrap();
         done += chunk;

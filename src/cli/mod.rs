@@ -175,7 +175,14 @@ enum Command {
         /// The .jsonl file ("-" for standard input).
         file: PathBuf,
     },
-
+    /// Write the whole store as JSON Lines that `slm import` reads back: memories with their
+    /// embeddings, kinds and times, then loop runs and laps.
+    #[command(after_help = "Example: slm export --data-dir A | slm import --data-dir B -\nThe summary goes to standard error when the lines go to standard output.")]
+    Export {
+        /// Write to this file (written whole, then renamed into place) instead of standard output.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
     /// Print a shell completion script (e.g. `slm completions bash > ~/.local/share/bash-completion/completions/slm`).
     Completions {
         /// The shell.
@@ -304,6 +311,8 @@ enum Embeds {
     Text,
     /// It embeds and counts tokens (a loop run): the token counter loads alongside.
     TextAndTokens,
+    /// It only counts tokens (the demo's laps): the counter loads while the store opens.
+    Tokens,
 }
 
 /// Background loads still running inside ONNX Runtime; joined before the process exits, so
@@ -312,9 +321,9 @@ static LOADS: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>> = parking_lot
 
 fn open_with(global: &Global, embeds: Embeds) -> slm::Result<&'static Engine> {
     let embedder = Arc::new(OnnxEmbedder::locate().quick_start());
-    if embeds != Embeds::No {
-        LOADS.lock().extend(embedder.preload(embeds == Embeds::TextAndTokens));
-    }
+    let model = matches!(embeds, Embeds::Text | Embeds::TextAndTokens);
+    let count = matches!(embeds, Embeds::Tokens | Embeds::TextAndTokens);
+    LOADS.lock().extend(embedder.preload(model, count));
     let root = DataRoot::resolve(global.data_dir.clone())?.with_store(global.store.as_deref())?;
     let engine: &'static Engine = Box::leak(Box::new(Engine::open(&root, embedder)?));
     attach_progress(engine, global.json, "indexing vectors");
@@ -384,7 +393,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             }
         }
         Command::Import { file } => return import(g, &out, &file),
-
+        Command::Export { output } => export(g, output.as_deref())?,
         Command::Index { cmd } => return index::dispatch(open(g)?, cmd, g.json),
         Command::Dashboard { port, bind, allow_remote, token_file, allow_hosts, open: open_browser } => {
             let o = slm::dashboard::Options {
@@ -454,6 +463,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             let checked = cmd.check()?;
             let embeds = match &checked {
                 loops::Checked::Run(c) if matches!(c.gate, slm::record::GateSpec::Memory { .. }) => Embeds::TextAndTokens,
+                loops::Checked::Run(_) => Embeds::Tokens,
                 _ => Embeds::No,
             };
             return loops::dispatch(open_with(g, embeds)?, checked, g.json);
@@ -469,6 +479,46 @@ fn print_text(json: bool, key: &str, text: Vec<u8>) -> slm::Result<()> {
         println!("{}", json!({ key: text }));
     } else {
         print!("{text}");
+    }
+    Ok(())
+}
+
+/// `slm export`: to a file written aside and renamed into place (a failed export leaves no
+/// half file), or to standard output.
+fn export(g: &Global, output: Option<&std::path::Path>) -> slm::Result<()> {
+    let engine = open(g)?;
+    let summary = match output {
+        Some(path) => {
+            let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+            let io = |e| Error::Io { context: format!("cannot write {}", tmp.display()), source: e };
+            let file = std::fs::File::create(&tmp).map_err(io)?;
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+            let written = slm::export::export_jsonl(engine, &mut w).and_then(|s| {
+                let file = w.into_inner().map_err(|e| io(e.into_error()))?;
+                file.sync_all().map_err(io)?;
+                std::fs::rename(&tmp, path).map_err(io)?;
+                Ok(s)
+            });
+            if written.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            written?
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
+            slm::export::export_jsonl(engine, &mut w)?
+        }
+    };
+    let line = if g.json {
+        json!(summary).to_string()
+    } else {
+        format!("exported {} memories, {} loop runs, {} laps", summary.memories, summary.runs, summary.laps)
+    };
+    if output.is_some() {
+        println!("{line}");
+    } else {
+        eprintln!("{line}");
     }
     Ok(())
 }

@@ -162,8 +162,9 @@ impl Printer {
         for sk in &s.skipped {
             eprintln!("slm: line {}: skipped: {}", sk.line, sk.error);
         }
+        let records = if s.records > 0 { format!(" (and {} loop records)", s.records) } else { String::new() };
         println!(
-            "imported {} new, {} already stored, {} skipped, of {} lines",
+            "imported {} new{records}, {} already stored, {} skipped, of {} lines",
             s.imported,
             s.deduped,
             s.skipped.len(),

@@ -57,16 +57,18 @@ impl OnnxEmbedder {
         self
     }
 
-    /// Starts loading the model (and the token counter) on background threads, so the load
+    /// Starts loading the model and/or the token counter on background threads, so the load
     /// overlaps the caller's other start-up work (opening the store, mapping the index). The
-    /// first embedding waits for the load instead of starting its own; the handles are for
-    /// a caller that must not exit while a load is still running inside ONNX Runtime.
-    pub fn preload(self: &std::sync::Arc<Self>, count: bool) -> Vec<std::thread::JoinHandle<()>> {
+    /// first use waits for the load instead of starting its own; the handles are for a caller
+    /// that must not exit while a load is still running inside ONNX Runtime.
+    pub fn preload(self: &std::sync::Arc<Self>, model: bool, count: bool) -> Vec<std::thread::JoinHandle<()>> {
         let mut handles = Vec::new();
-        let me = std::sync::Arc::clone(self);
-        handles.extend(std::thread::Builder::new().name("slm-model-load".into()).spawn(move || {
-            let _ = me.load();
-        }));
+        if model {
+            let me = std::sync::Arc::clone(self);
+            handles.extend(std::thread::Builder::new().name("slm-model-load".into()).spawn(move || {
+                let _ = me.load();
+            }));
+        }
         if count {
             let me = std::sync::Arc::clone(self);
             handles.extend(std::thread::Builder::new().name("slm-tokenizer-load".into()).spawn(move || {
@@ -211,8 +213,12 @@ pub(crate) fn runtime(files: &ModelFiles) -> std::result::Result<ort::environmen
 
 fn load_counter(files: &ModelFiles) -> std::result::Result<TokenCounter, String> {
     let p = files.model_dir.join("tokenizer.json");
-    let mut t = tokenizers::Tokenizer::from_file(&p)
-        .map_err(|e| format!("cannot read tokenizer {}: {e}; run scripts/setup.sh", p.display()))?;
+    let json = std::fs::read(&p).map_err(|e| format!("cannot read tokenizer {}: {e}; run scripts/setup.sh", p.display()))?;
+    let mut t = match super::count::load_bert(&json) {
+        Some(t) => t,
+        None => tokenizers::Tokenizer::from_bytes(&json)
+            .map_err(|e| format!("cannot read tokenizer {}: {e}; run scripts/setup.sh", p.display()))?,
+    };
     // tokenizer.json pads every text to 128 tokens and truncates; a count must see neither.
     t.with_padding(None);
     t.with_truncation(None).map_err(|e| format!("tokenizer: {e}"))?;

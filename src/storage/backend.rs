@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use super::pg::{PgStore, PgUrl};
-use super::{LapRow, LapWrite, NewRow, RunEnd, RunRow, SqliteStore, StepWrite, VectorVisitor};
+use super::{ExportItem, LapOut, LapRow, LapWrite, NewRow, RunEnd, RunOut, RunRow, SqliteStore, StepWrite, VectorVisitor};
 use crate::memory::{Kind, Memory};
 use crate::record::RunStatus;
 use crate::Result;
@@ -143,6 +143,17 @@ impl Store {
     }
     pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
         both!(self, s => s.existing(ids))
+    }
+
+    // Moving a whole store (`slm export` / `slm import`).
+    pub fn export(&mut self, visit: &mut dyn FnMut(ExportItem) -> Result<()>) -> Result<()> {
+        both!(self, s => s.export(visit))
+    }
+    pub fn run_import(&mut self, run: &RunOut) -> Result<bool> {
+        both!(self, s => s.run_import(run))
+    }
+    pub fn lap_import(&mut self, lap: &LapOut) -> Result<bool> {
+        both!(self, s => s.lap_import(lap))
     }
 
     // The loop ledger.

@@ -19,12 +19,14 @@ mod backend;
 mod ledger;
 pub mod pg;
 mod schema;
+mod transfer;
 pub mod writer;
 
 pub use backend::{Location, Store};
 pub use pg::PgUrl;
 
 pub use ledger::{LapRow, LapWrite, RunEnd, RunRow, StepWrite};
+pub use transfer::{ExportItem, LapOut, MemoryOut, RunOut};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -120,7 +122,7 @@ fn run_check(conn: &Connection, full: bool) -> rusqlite::Result<String> {
     Ok(out)
 }
 
-/// A row to insert: everything but the id and timestamp, which the store assigns.
+/// A row to insert: everything but the id, which the store assigns.
 #[derive(Debug, Clone)]
 pub struct NewRow<'a> {
     pub kind: Kind,
@@ -128,6 +130,8 @@ pub struct NewRow<'a> {
     /// Sorted and deduplicated (see [`crate::memory::normalize_tags`]).
     pub tags: &'a [String],
     pub embedding: &'a [f32],
+    /// When the row was first stored (an import keeps it); `None` is now.
+    pub created_at: Option<&'a str>,
 }
 
 /// Retries `f` while SQLite reports the database busy or locked (up to ~10 s).
@@ -405,7 +409,8 @@ impl SqliteStore {
     pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {
         let r = (|| {
             let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = rows.iter().map(|row| insert_row(&tx, row, &now_rfc3339())).collect::<rusqlite::Result<Vec<_>>>()?;
+            let now = now_rfc3339();
+            let out = rows.iter().map(|row| insert_row(&tx, row, row.created_at.unwrap_or(&now))).collect::<rusqlite::Result<Vec<_>>>()?;
             tx.commit()?;
             Ok(out)
         })();
@@ -681,8 +686,8 @@ mod tests {
         tags.sort();
         let v = vec![0.0f32; crate::embed::DIM];
         let rows = [
-            NewRow { kind: Kind::Memory, content: "all of them", tags: &tags, embedding: &v },
-            NewRow { kind: Kind::Memory, content: "most of them", tags: &tags[1..], embedding: &v },
+            NewRow { kind: Kind::Memory, content: "all of them", tags: &tags, embedding: &v, created_at: None },
+            NewRow { kind: Kind::Memory, content: "most of them", tags: &tags[1..], embedding: &v, created_at: None },
         ];
         let ids: Vec<i64> = store.insert(&rows).unwrap().into_iter().map(|(id, _)| id).collect();
         assert_eq!(store.ids_with_all_tags(&tags).unwrap(), vec![ids[0]]);

@@ -59,3 +59,68 @@ fn missing_import_file_is_invalid_input() {
     let err = expect_exit(&out, 2, "missing file");
     assert!(err.contains("file"), "{err}");
 }
+
+/// `slm export` then `slm import` moves a whole store: memories with their vectors, kinds and
+/// times, loop runs and laps (linked to their ledger memories), and importing twice stores
+/// everything once. The second store's own export is byte-identical to the first's.
+#[test]
+fn export_and_import_round_trip_a_whole_store() {
+    let a = Root::new();
+    a.remember("review complete: PR #42 is approved", &["pr-42"]);
+    a.remember("the nightly build failed", &[]);
+    let run = a.json(&["loop", "run", "--name", "pr-42", "--gate-query", "PR 42 approved", "--gate-min-score", "0.7"]);
+    assert_eq!(run["status"], "converged");
+    a.json(&["loop", "demo"]);
+    let export_a = a.tmp.path().join("a.jsonl");
+    let out = a.run(&["export", "--output", export_a.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("exported 6 memories, 2 loop runs, 4 laps"));
+    let text = std::fs::read_to_string(&export_a).unwrap();
+    assert_eq!(text.lines().count(), 12);
+    assert!(text.lines().any(|l| l.starts_with("{\"loop_run\":")) && text.lines().any(|l| l.starts_with("{\"loop_lap\":")));
+
+    let b = Root::new();
+    let first = b.json(&["import", export_a.to_str().unwrap()]);
+    assert_eq!((first["imported"].as_u64(), first["records"].as_u64()), (Some(6), Some(6)), "{first}");
+    let again = b.json(&["import", export_a.to_str().unwrap()]);
+    assert_eq!((again["imported"].as_u64(), again["deduped"].as_u64()), (Some(0), Some(12)), "{again}");
+
+    // Standard output works too, and the second store exports exactly the same lines.
+    let out = b.run(&["export"]);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), text, "export → import → export is the identity");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exported 6 memories"));
+
+    // Same vectors, so the same exact scores; the ledger reads the same.
+    let (ra, rb) = (a.json(&["recall", "is PR 42 approved?"]), b.json(&["recall", "is PR 42 approved?"]));
+    assert_eq!(ra["hits"], rb["hits"]);
+    let run_id = run["run_id"].as_str().unwrap();
+    let (sa, sb) = (a.json(&["loop", "show", run_id]), b.json(&["loop", "show", run_id]));
+    assert_eq!(sa["laps"], sb["laps"]);
+    assert_eq!(b.json(&["loop", "history", "--name", "pr-42"])["runs"][0]["laps"], 1);
+    let laps = b.json(&["list", "--kind", "lap", "--tag", "loop:pr-42"]);
+    assert_eq!(laps["memories"].as_array().unwrap().len(), 1, "the lap's ledger memory came along: {laps}");
+}
+
+/// Bad export lines are skipped with the field named, and nothing else is lost.
+#[test]
+fn import_rejects_bad_record_lines_by_name() {
+    let root = Root::new();
+    let path = root.tmp.path().join("bad.jsonl");
+    let lines = [
+        serde_json::json!({"content": "kept", "kind": "memory", "created_at": "2025-01-02T05:04:05+02:00"}).to_string(),
+        serde_json::json!({"content": "x", "kind": "everything"}).to_string(),
+        serde_json::json!({"content": "y", "created_at": "yesterday"}).to_string(),
+        serde_json::json!({"loop_lap": {"run_id": "nope", "lap": 1, "ts": "t", "decision": "continue", "passed": false, "detail": "d", "budget": {}}}).to_string(),
+        serde_json::json!({"loop_run": {"name": "missing run id"}}).to_string(),
+    ];
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let out = root.run(&["import", path.to_str().unwrap()]);
+    let err = expect_exit(&out, 2, "import with bad record lines");
+    for (line, what) in [(2, "kind"), (3, "created_at"), (4, "loop_lap.run_id"), (5, "run_id")] {
+        assert!(err.lines().any(|l| l.contains(&format!("line {line}:")) && l.contains(what)), "line {line} names {what}: {err}");
+    }
+    let kept = root.json(&["list"]);
+    assert_eq!(kept["memories"].as_array().unwrap().len(), 1);
+    assert_eq!(kept["memories"][0]["created_at"], "2025-01-02T03:04:05.000000Z", "created_at is kept, in UTC");
+}

@@ -22,6 +22,7 @@
 mod ledger;
 pub mod listen;
 mod schema;
+mod transfer;
 
 use std::cell::{Cell, RefCell, RefMut};
 use std::path::{Path, PathBuf};
@@ -263,7 +264,10 @@ impl PgStore {
         let r = (|| {
             let mut tx = begin_inserts(&mut c)?;
             let now = now_rfc3339();
-            let out = rows.iter().map(|row| insert_row(&mut tx, row, &now)).collect::<Result<Vec<_>, _>>()?;
+            let out = rows
+                .iter()
+                .map(|row| insert_row(&mut tx, row, row.created_at.unwrap_or(&now)))
+                .collect::<Result<Vec<_>, _>>()?;
             notify(&mut tx, topic)?;
             tx.commit()?;
             Ok(out)
