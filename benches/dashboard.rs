@@ -55,6 +55,7 @@ fn bench_api(c: &mut Criterion) {
                 proc_start: 0,
                 result: None,
                 state: None,
+                host: None,
             };
             store.run_start(&row).unwrap();
             store.run_finish(&row.run_id, slm::record::RunStatus::MaxIterations, "synthetic run", 20, "{}").unwrap();

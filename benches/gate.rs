@@ -57,7 +57,7 @@ fn far() -> Instant {
 }
 
 fn open(dir: &std::path::Path) -> Engine {
-    let root = DataRoot { dir: dir.to_path_buf(), explicit: true };
+    let root = DataRoot { dir: dir.to_path_buf(), explicit: true, store: None };
     Engine::open(&root, Arc::new(OnnxEmbedder::locate())).unwrap()
 }
 

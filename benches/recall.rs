@@ -119,7 +119,7 @@ fn bench_embed(c: &mut Criterion) {
 
     // The import path: validate, embed in batches, write one transaction (memories/s).
     let tmp = tempfile::tempdir().unwrap();
-    let root = slm::engine::DataRoot { dir: tmp.path().join("data"), explicit: true };
+    let root = slm::engine::DataRoot { dir: tmp.path().join("data"), explicit: true, store: None };
     let engine = slm::engine::Engine::open(&root, Arc::new(OnnxEmbedder::locate())).unwrap();
     let mut g = c.benchmark_group("import");
     g.sample_size(10);

@@ -24,7 +24,7 @@ use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
 use crate::mirror::{IndexFiles, Mirror, ProgressFn, STORE_ID_META};
 use crate::storage::writer::LedgerWriter;
-use crate::storage::{dedup_key, NewRow, Store, DB_FILE, SCHEMA_VERSION};
+use crate::storage::{dedup_key, Location, NewRow, PgUrl, Store, DB_FILE, SCHEMA_VERSION};
 use crate::{Error, Result};
 
 pub use crate::index::HNSW_MIN;
@@ -48,6 +48,9 @@ pub struct DataRoot {
     /// An explicit `--data-dir`/`SLM_DATA_DIR` must have an existing parent; the platform
     /// default is created with all its parents.
     pub explicit: bool,
+    /// A shared PostgreSQL store (`--store`/`SLM_STORE`); `None`: the SQLite file in `dir`.
+    /// The data root stays local either way: it holds the feed and the derived vector files.
+    pub store: Option<PgUrl>,
 }
 
 impl DataRoot {
@@ -56,10 +59,25 @@ impl DataRoot {
     pub fn resolve(flag: Option<PathBuf>) -> Result<DataRoot> {
         match flag {
             Some(dir) if dir.as_os_str().is_empty() => Err(Error::invalid("data_dir", "", "must not be empty")),
-            Some(dir) => Ok(DataRoot { dir, explicit: true }),
+            Some(dir) => Ok(DataRoot { dir, explicit: true, store: None }),
             None => dirs::data_dir()
-                .map(|d| DataRoot { dir: d.join("slm"), explicit: false })
+                .map(|d| DataRoot { dir: d.join("slm"), explicit: false, store: None })
                 .ok_or_else(|| Error::invalid("data_dir", "", "no platform data directory; pass --data-dir")),
+        }
+    }
+
+    /// Uses the store named by `--store`/`SLM_STORE` (see [`PgUrl::from_flag`]): a malformed
+    /// value is invalid input, checked before anything is opened.
+    pub fn with_store(mut self, value: Option<&str>) -> Result<DataRoot> {
+        self.store = PgUrl::from_flag(value)?;
+        Ok(self)
+    }
+
+    /// Where this data root's rows live.
+    pub fn location(&self) -> Location {
+        match &self.store {
+            Some(url) => Location::Postgres(url.clone()),
+            None => Location::Sqlite(self.dir.join(DB_FILE)),
         }
     }
 
@@ -146,6 +164,7 @@ pub struct Status {
 /// The memory engine over one data root.
 pub struct Engine {
     root: PathBuf,
+    location: Location,
     store: Mutex<Store>,
     embedder: Arc<dyn Embedder>,
     index: Searcher,
@@ -195,7 +214,8 @@ impl Engine {
     /// Opens the data root (creating it and its database if needed) with `embedder`.
     pub fn open(root: &DataRoot, embedder: Arc<dyn Embedder>) -> Result<Engine> {
         root.ensure()?;
-        let store = Store::open(&root.dir.join(DB_FILE))?;
+        let location = root.location();
+        let store = Store::open_at(&location)?;
         if let Some(stored) = store.meta(MODEL_META)? {
             if stored != embedder.model_name() {
                 return Err(Error::Model {
@@ -209,6 +229,7 @@ impl Engine {
         }
         Ok(Engine {
             root: root.dir.clone(),
+            location,
             store: Mutex::new(store),
             embedder,
             index: Searcher::new(),
@@ -243,10 +264,14 @@ impl Engine {
                 if !crate::feed::enabled() {
                     return None;
                 }
-                Feed::watch(&self.root)
+                let feed = Feed::watch(&self.root)
                     .map_err(|e| tracing::warn!("no change feed, loops will poll: {e}"))
-                    .ok()
-                    .map(Arc::new)
+                    .ok()?;
+                if let Location::Postgres(url) = &self.location {
+                    // Other hosts' commits arrive by NOTIFY; this host's also by the file.
+                    crate::storage::pg::listen::spawn(url.clone(), feed.notifier());
+                }
+                Some(Arc::new(feed))
             })
             .clone()
     }
@@ -271,7 +296,7 @@ impl Engine {
     pub(crate) fn ledger_writer(&self) -> &LedgerWriter {
         self.ledger_writer.get_or_init(|| {
             let root = self.root.clone();
-            LedgerWriter::start(self.root.join(DB_FILE), Box::new(move || crate::feed::announce(&root, Topic::Ledger)))
+            LedgerWriter::start(self.location.clone(), Box::new(move || crate::feed::announce(&root, Topic::Ledger)))
         })
     }
 
@@ -392,7 +417,7 @@ impl Engine {
     }
 
     /// Prepares this engine for a long series of batch writes (an import): see
-    /// [`Store::bulk_mode`].
+    /// [`SqliteStore::bulk_mode`](crate::storage::SqliteStore::bulk_mode).
     pub fn prepare_bulk(&self) -> Result<()> {
         self.store().bulk_mode()
     }
@@ -746,7 +771,7 @@ mod tests {
     use crate::embed::testing::HashEmbedder;
 
     fn engine(dir: &Path) -> Engine {
-        let root = DataRoot { dir: dir.join("data"), explicit: true };
+        let root = DataRoot { dir: dir.join("data"), explicit: true, store: None };
         Engine::open(&root, Arc::new(HashEmbedder)).unwrap()
     }
 
@@ -849,7 +874,7 @@ mod tests {
         }
         let tmp = tempfile::tempdir().unwrap();
         engine(tmp.path()).remember("x", &[]).unwrap();
-        let root = DataRoot { dir: tmp.path().join("data"), explicit: true };
+        let root = DataRoot { dir: tmp.path().join("data"), explicit: true, store: None };
         let err = Engine::open(&root, Arc::new(Other)).err().expect("must refuse");
         assert!(err.to_string().contains("other-model"), "{err}");
     }

@@ -42,6 +42,11 @@ pub enum Error {
         source: rusqlite::Error,
     },
 
+    /// The PostgreSQL store failed (unreachable, refused, or a statement failed). `store` is
+    /// the URL with its password redacted: credentials never reach a message.
+    #[error("database error at {store}: {message}")]
+    Postgres { store: String, message: String },
+
     /// A file or directory operation failed.
     #[error("{context}: {source}")]
     Io {
@@ -127,7 +132,7 @@ impl Error {
             Error::NotFound { .. } => "not_found",
             Error::Ended { .. } => "ended",
             Error::Model { .. } => "model",
-            Error::Database { .. } => "database",
+            Error::Database { .. } | Error::Postgres { .. } => "database",
             Error::Io { .. } => "io",
             Error::ReadOnly { .. } => "read_only",
             Error::Corrupt(_) => "corrupt",

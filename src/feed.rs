@@ -14,8 +14,9 @@
 //! flag) and reads the generation *before* looking, so a commit that races the look causes
 //! at most one extra wake-up, never a missed change. Without a feed (a failed watch, an older
 //! writer that does not announce, `SLM_FEED=off`) loops poll exactly as before: the poll
-//! interval is always the fallback and the longest wait. This is the seam a PostgreSQL store
-//! fills with LISTEN/NOTIFY.
+//! interval is always the fallback and the longest wait. With a PostgreSQL store, a listener
+//! (`storage::pg::listen`) bumps the same signals through a [`Notifier`] when another host's
+//! commit is announced by NOTIFY.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -162,6 +163,54 @@ impl Feed {
     /// Ledger announcements.
     pub fn ledger(&self) -> &Arc<Signal> {
         &self.ledger
+    }
+}
+
+/// Bumps a feed's signals from outside the file watch (the PostgreSQL listener). Holds them
+/// weakly: once the feed is dropped, every call answers false and the listener stops.
+#[derive(Clone)]
+pub struct Notifier {
+    gate: std::sync::Weak<Signal>,
+    control: std::sync::Weak<AtomicU64>,
+    ledger: std::sync::Weak<Signal>,
+}
+
+impl Notifier {
+    /// Wakes the waiters of `topic`, as an announcement in `feed/` would. False: feed gone.
+    pub fn topic(&self, topic: Topic) -> bool {
+        let (Some(g), Some(c), Some(l)) = (self.gate.upgrade(), self.control.upgrade(), self.ledger.upgrade()) else {
+            return false;
+        };
+        match topic {
+            Topic::Memories => g.bump(),
+            Topic::Control => {
+                c.fetch_add(1, Ordering::AcqRel);
+                g.bump();
+            }
+            Topic::Ledger => l.bump(),
+        }
+        true
+    }
+
+    /// Wakes everyone (after a gap in which announcements may have been lost).
+    pub fn all(&self) -> bool {
+        self.topic(Topic::Control) && self.topic(Topic::Ledger)
+    }
+
+    /// True once the feed was dropped.
+    pub fn gone(&self) -> bool {
+        self.gate.strong_count() == 0
+    }
+}
+
+impl Feed {
+    /// A handle that bumps this feed's signals (see [`Notifier`]).
+    pub fn notifier(&self) -> Notifier {
+        Notifier {
+            gate: Arc::downgrade(&self.gate),
+            control: Arc::downgrade(&self.control),
+            ledger: Arc::downgrade(&self.ledger),
+        }
     }
 }
 

@@ -48,9 +48,14 @@ struct Cli {
 
 #[derive(Args, Debug, Clone)]
 struct Global {
-    /// Data root (one SQLite database shared by every process). Default: $XDG_DATA_HOME/slm.
+    /// Data root (the SQLite database shared by every process, or with --store the local feed
+    /// and index files). Default: $XDG_DATA_HOME/slm.
     #[arg(long, global = true, env = "SLM_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// A shared PostgreSQL store (postgres://user@host/db) used by every host instead of the
+    /// data root's SQLite file; the data root stays local (feed and derived index files).
+    #[arg(long, global = true, env = "SLM_STORE", hide_env_values = true, value_name = "URL")]
+    store: Option<String>,
     /// Print structured JSON (the same field names as the MCP tools).
     #[arg(long, global = true)]
     json: bool,
@@ -319,7 +324,7 @@ fn open_with(global: &Global, embeds: Embeds) -> slm::Result<&'static Engine> {
     let model = matches!(embeds, Embeds::Text | Embeds::TextAndTokens);
     let count = matches!(embeds, Embeds::Tokens | Embeds::TextAndTokens);
     LOADS.lock().extend(embedder.preload(model, count));
-    let root = DataRoot::resolve(global.data_dir.clone())?;
+    let root = DataRoot::resolve(global.data_dir.clone())?.with_store(global.store.as_deref())?;
     let engine: &'static Engine = Box::leak(Box::new(Engine::open(&root, embedder)?));
     attach_progress(engine, global.json, "indexing vectors");
     OPENED.lock().push(engine);
@@ -402,7 +407,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             };
             slm::dashboard::check_bind(&o)?;
             crate::SERVER_MODE.store(true, std::sync::atomic::Ordering::Release);
-            let root = DataRoot::resolve(g.data_dir.clone())?;
+            let root = DataRoot::resolve(g.data_dir.clone())?.with_store(g.store.as_deref())?;
             slm::dashboard::serve(&root, &o, Arc::new(OnnxEmbedder::locate()))?;
         }
         Command::Plugin(PluginCommand::Path { codex }) => {
@@ -444,7 +449,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
         Command::Mcp { profile } => {
             let profile = slm::mcp::Profile::parse(&profile)?;
             crate::SERVER_MODE.store(true, std::sync::atomic::Ordering::Release);
-            let root = DataRoot::resolve(g.data_dir.clone())?;
+            let root = DataRoot::resolve(g.data_dir.clone())?.with_store(g.store.as_deref())?;
             slm::mcp::serve_stdio(&root, profile, Arc::new(OnnxEmbedder::locate()))?;
         }
         Command::Gate(loops::GateCommand::Check(args)) => {

@@ -412,7 +412,7 @@ mod tests {
     use std::sync::Arc;
 
     fn engine(dir: &std::path::Path) -> Engine {
-        Engine::open(&DataRoot { dir: dir.join("data"), explicit: true }, Arc::new(HashEmbedder)).unwrap()
+        Engine::open(&DataRoot { dir: dir.join("data"), explicit: true, store: None }, Arc::new(HashEmbedder)).unwrap()
     }
 
     fn start_run(e: &Engine, cmd: &str, iterations: i64, window: i64) -> String {

@@ -293,7 +293,7 @@ mod tests {
     }
 
     fn engine(dir: &std::path::Path) -> Engine {
-        Engine::open(&DataRoot { dir: dir.join("data"), explicit: true }, Arc::new(HashEmbedder)).unwrap()
+        Engine::open(&DataRoot { dir: dir.join("data"), explicit: true, store: None }, Arc::new(HashEmbedder)).unwrap()
     }
 
     #[test]

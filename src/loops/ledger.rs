@@ -236,6 +236,7 @@ impl<'e> Ledger<'e> {
             proc_start,
             result: None,
             state,
+            host: None,
         };
         let r = engine.store().run_start(&row);
         match driver {

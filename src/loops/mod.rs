@@ -128,11 +128,12 @@ pub struct Show {
 
 /// The status to show for a stored run: a `running` run whose process is gone is
 /// `interrupted`; an agent-driven run past its deadline is `max_wallclock`. Computed on read,
-/// so reads never write.
+/// so reads never write. A run started on another host (a shared PostgreSQL store) stays
+/// `running`: its process cannot be checked from here.
 pub fn effective_status(row: &RunRow) -> RunStatus {
     if command::expired(row) {
         RunStatus::MaxWallclock
-    } else if row.status == RunStatus::Running && !ledger::is_alive(row.pid, row.proc_start) {
+    } else if row.status == RunStatus::Running && row.host.is_none() && !ledger::is_alive(row.pid, row.proc_start) {
         RunStatus::Interrupted
     } else {
         row.status

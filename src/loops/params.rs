@@ -345,7 +345,8 @@ pub struct CheckedStart {
 pub const GATE_ENV_KEEP: [&str; 10] = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"];
 
 /// The working directory and environment a command gate will run with, taken from this
-/// process: the current directory and the variables of [`GATE_ENV_KEEP`], `LC_*`, `SLM_*`,
+/// process: the current directory and the variables of [`GATE_ENV_KEEP`], `LC_*`, `SLM_*`
+/// (but not an `SLM_STORE` with a password),
 /// plus each `extra` entry (`NAME`, whose value is taken from this environment and must be
 /// set, or `NAME=VALUE`). Errors name `gate_env`.
 pub fn capture_gate_env(extra: &[String]) -> Result<GateEnv> {
@@ -354,6 +355,11 @@ pub fn capture_gate_env(extra: &[String]) -> Result<GateEnv> {
     let mut vars = std::collections::BTreeMap::new();
     for (k, v) in std::env::vars_os() {
         let (Some(k), Some(v)) = (k.to_str(), v.to_str()) else { continue };
+        // The run record is stored and shown: a store URL carrying a password stays out of it
+        // (give it with --gate-env to pass it on knowingly; a passwordless one is kept).
+        if k == "SLM_STORE" && crate::storage::pg::redact(v) != v {
+            continue;
+        }
         if GATE_ENV_KEEP.contains(&k) || k.starts_with("LC_") || k.starts_with("SLM_") {
             vars.insert(k.to_string(), v.to_string());
         }

@@ -8,7 +8,7 @@
 
 use rusqlite::{params, OptionalExtension};
 
-use super::Store;
+use super::SqliteStore;
 use crate::record::{RunParams, RunStatus};
 use crate::Result;
 
@@ -28,6 +28,9 @@ pub struct RunRow {
     pub result: Option<String>,
     /// Counters of an agent-driven run, carried between steps (JSON).
     pub state: Option<String>,
+    /// The host that started the run when it is not this one (a shared PostgreSQL store):
+    /// its process cannot be checked from here. `None`: this host (always, with SQLite).
+    pub host: Option<String>,
 }
 
 /// A lap row as stored.
@@ -80,23 +83,23 @@ pub struct RunEnd<'a> {
     pub result: &'a str,
 }
 
-const RUN_COLUMNS: &str =
+pub(super) const RUN_COLUMNS: &str =
     "run_id, name, params, status, reason, laps, started_at, ended_at, pid, proc_start, result, state";
 
 /// The columns of [`RUN_COLUMNS`] before they are typed.
-struct RawRun {
-    run_id: String,
-    name: String,
-    params: String,
-    status: String,
-    reason: Option<String>,
-    laps: i64,
-    started_at: String,
-    ended_at: Option<String>,
-    pid: i64,
-    proc_start: i64,
-    result: Option<String>,
-    state: Option<String>,
+pub(super) struct RawRun {
+    pub(super) run_id: String,
+    pub(super) name: String,
+    pub(super) params: String,
+    pub(super) status: String,
+    pub(super) reason: Option<String>,
+    pub(super) laps: i64,
+    pub(super) started_at: String,
+    pub(super) ended_at: Option<String>,
+    pub(super) pid: i64,
+    pub(super) proc_start: i64,
+    pub(super) result: Option<String>,
+    pub(super) state: Option<String>,
 }
 
 fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
@@ -118,7 +121,7 @@ fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
 
 impl RawRun {
     /// Parses the status and params; a row that does not parse is an error naming the run.
-    fn typed(self) -> Result<RunRow> {
+    pub(super) fn typed(self) -> Result<RunRow> {
         let status = RunStatus::parse(&self.status)
             .map_err(|_| crate::Error::Corrupt(format!("run {}: unknown status {:?}", self.run_id, self.status)))?;
         Ok(RunRow {
@@ -134,6 +137,7 @@ impl RawRun {
             proc_start: self.proc_start,
             result: self.result,
             state: self.state,
+            host: None,
         })
     }
 }
@@ -146,7 +150,7 @@ pub struct StepWrite {
     pub end: Option<(RunStatus, String, String)>,
 }
 
-impl Store {
+impl SqliteStore {
     /// Records a new run as `running`.
     pub fn run_start(&mut self, run: &RunRow) -> Result<()> {
         self.conn

@@ -1,5 +1,6 @@
-//! The SQLite store: one database file in the data root holding memories, their tags and
-//! their vectors (and, later, loop ledgers).
+//! The store: memories, their tags and vectors, and the loop ledger. [`Store`] (in
+//! `backend`) is the seam; this file is the embedded SQLite store, one database file in the
+//! data root; `postgres/` is the shared PostgreSQL store (`--store postgres://…`).
 //!
 //! Rules every method follows, because many processes share one data root:
 //! WAL mode and a busy timeout on every connection; writes in short `BEGIN IMMEDIATE`
@@ -14,10 +15,15 @@
 //! an empty database file in a data root whose `feed/` folder shows a store lived there is
 //! refused instead of silently becoming a new, empty store.
 
+mod backend;
 mod ledger;
+pub mod pg;
 mod schema;
 mod transfer;
 pub mod writer;
+
+pub use backend::{Location, Store};
+pub use pg::PgUrl;
 
 pub use ledger::{LapRow, LapWrite, RunEnd, RunRow, StepWrite};
 pub use transfer::{ExportItem, LapOut, MemoryOut, RunOut};
@@ -42,7 +48,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The meta key recording when the store was created (written with the schema).
 pub const CREATED_META: &str = "created_at";
 
-/// WAL pages between automatic checkpoints on a bulk connection ([`Store::bulk_mode`]).
+/// WAL pages between automatic checkpoints on a bulk connection ([`SqliteStore::bulk_mode`]).
 const BULK_CHECKPOINT_PAGES: u32 = 10_000;
 
 /// Lines of an integrity check kept in a report (SQLite lists every damaged page).
@@ -151,15 +157,15 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
 /// Visits stored vectors: `(id, kind, little-endian f32 bytes)`.
 pub type VectorVisitor<'v> = dyn FnMut(i64, Kind, &[u8]) -> Result<()> + 'v;
 
-/// An open connection to the data root's database.
-pub struct Store {
+/// An open connection to the data root's SQLite database (the embedded store).
+pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
     /// Opened read-only because the data root cannot be written.
     read_only: bool,
     /// The last integrity verdict in this process (`None`: never checked).
     integrity: Option<String>,
-    /// Set up for bulk inserts ([`Store::bulk_mode`]).
+    /// Set up for bulk inserts ([`SqliteStore::bulk_mode`]).
     bulk: bool,
 }
 
@@ -177,22 +183,22 @@ pub fn dedup_key(kind: Kind, content: &str, sorted_tags: &[String]) -> [u8; 32] 
     h.finalize().into()
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     /// A data root this process cannot write is opened read-only (see the module docs).
-    pub fn open(path: &Path) -> Result<Store> {
+    pub fn open(path: &Path) -> Result<SqliteStore> {
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if not_writable(dir) || (path.exists() && not_writable(path)) {
-            return Store::open_read_only(path);
+            return Self::open_read_only(path);
         }
         // Before SQLite writes a header into an emptied file, and under no lock: a data root
         // with a feed folder was created by an earlier open, so no first open can race this.
         if std::fs::metadata(path).map_or(true, |m| m.len() == 0) {
-            if let Some(e) = Store::emptied(path) {
+            if let Some(e) = Self::emptied(path) {
                 return Err(e);
             }
         }
-        let db_err = |source| Store::classify_open(path, db_error(path, source));
+        let db_err = |source| Self::classify_open(path, db_error(path, source));
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(db_err)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
@@ -204,14 +210,14 @@ impl Store {
             return Err(Error::Corrupt(format!("{}: cannot switch to WAL mode (got {mode})", path.display())));
         }
         conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;").map_err(db_err)?;
-        let mut store = Store { conn, path: path.to_path_buf(), read_only: false, integrity: None, bulk: false };
+        let mut store = SqliteStore { conn, path: path.to_path_buf(), read_only: false, integrity: None, bulk: false };
         store.migrate()?;
         Ok(store)
     }
 
     /// Opens an existing store without writing anything: read-only, and immutable (no
     /// `-shm` to create) when it was cleanly closed, i.e. has no write-ahead log with content.
-    fn open_read_only(path: &Path) -> Result<Store> {
+    fn open_read_only(path: &Path) -> Result<SqliteStore> {
         let root = path.parent().unwrap_or(path).to_path_buf();
         if !path.is_file() {
             return Err(Error::ReadOnly { path: root });
@@ -222,7 +228,7 @@ impl Store {
         // Immutable would ignore a log's commits, so a store left with one is read through it
         // (SQLite can when its -shm exists), or not at all.
         let uri = if wal_in_use { file_uri(path, "mode=ro") } else { file_uri(path, "immutable=1") };
-        let db_err = |source| Store::classify_open(path, db_error(path, source));
+        let db_err = |source| Self::classify_open(path, db_error(path, source));
         let conn = Connection::open_with_flags(&uri, flags).map_err(|e| {
             if wal_in_use {
                 Error::Corrupt(format!(
@@ -237,7 +243,7 @@ impl Store {
         conn.busy_timeout(BUSY_TIMEOUT).map_err(db_err)?;
         let version = schema::user_version(&conn).map_err(db_err)?;
         if version == 0 {
-            return Err(Store::emptied(path).unwrap_or(Error::ReadOnly { path: root }));
+            return Err(Self::emptied(path).unwrap_or(Error::ReadOnly { path: root }));
         }
         if version != SCHEMA_VERSION {
             return Err(Error::Corrupt(format!(
@@ -245,7 +251,7 @@ impl Store {
                 path.display()
             )));
         }
-        Ok(Store { conn, path: path.to_path_buf(), read_only: true, integrity: None, bulk: false })
+        Ok(SqliteStore { conn, path: path.to_path_buf(), read_only: true, integrity: None, bulk: false })
     }
 
     /// A damaged file reported at open is corruption, not a generic database error.
@@ -361,7 +367,7 @@ impl Store {
         // Another process may have migrated while we waited for the lock.
         let current = schema::user_version(&tx).map_err(db_err)?;
         if current == 0 {
-            if let Some(e) = Store::emptied(&path) {
+            if let Some(e) = Self::emptied(&path) {
                 return Err(e);
             }
         }
@@ -520,7 +526,7 @@ impl Store {
     /// cache that holds a batch (it would otherwise spill pages to the WAL before the commit),
     /// checkpoints every [`BULK_CHECKPOINT_PAGES`] instead of every 1,000 pages (the index
     /// pages every batch touches are then copied into the database once per checkpoint, not
-    /// once per batch), and no per-tag foreign-key probe in [`Store::insert`] (its tags belong
+    /// once per batch), and no per-tag foreign-key probe in [`SqliteStore::insert`] (its tags belong
     /// to the row it has just inserted in the same transaction). Durability is unchanged
     /// (WAL, `synchronous = NORMAL`); other connections keep their own settings.
     pub fn bulk_mode(&mut self) -> Result<()> {
@@ -699,7 +705,7 @@ mod tests {
     #[test]
     fn tag_filters_work_at_any_count() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&tmp.path().join(DB_FILE)).unwrap();
+        let mut store = SqliteStore::open(&tmp.path().join(DB_FILE)).unwrap();
         let mut tags: Vec<String> = (0..1200).map(|i| format!("tag{i:04}")).collect();
         tags.sort();
         let v = vec![0.0f32; crate::embed::DIM];

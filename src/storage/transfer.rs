@@ -11,7 +11,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::ledger::{lap_row, LAP_COLUMNS};
-use super::{db_error, dedup_key, LapRow, Store};
+use super::{db_error, dedup_key, LapRow, SqliteStore};
 use crate::memory::Kind;
 use crate::Result;
 
@@ -61,7 +61,7 @@ fn split_tags(t: Option<String>) -> Vec<String> {
     t.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default()
 }
 
-impl Store {
+impl SqliteStore {
     /// Visits the whole store in one read transaction.
     pub fn export(&mut self, visit: &mut dyn FnMut(ExportItem) -> Result<()>) -> Result<()> {
         let path = self.path.clone();

@@ -15,7 +15,6 @@
 //! (SPEC: the ledger is observability): a batch that fails is retried one write at a time so
 //! one bad row costs only itself, and each run counts its failed writes in `ledger_errors`.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
@@ -24,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{LapRow, LapWrite, NewRow, RunEnd, Store};
+use super::{LapRow, LapWrite, Location, NewRow, RunEnd, Store};
 use crate::memory::Kind;
 use crate::record::RunStatus;
 use crate::Result;
@@ -87,13 +86,14 @@ struct QueueState {
 }
 
 impl LedgerWriter {
-    /// Starts the writer on the database at `path`; `on_commit` runs after each commit.
-    pub fn start(path: PathBuf, on_commit: Box<dyn Fn() + Send>) -> LedgerWriter {
+    /// Starts the writer on the store at `location` (a connection of its own); `on_commit`
+    /// runs after each commit.
+    pub fn start(location: Location, on_commit: Box<dyn Fn() + Send>) -> LedgerWriter {
         let queue = Arc::new(Queue::default());
         let q = Arc::clone(&queue);
         let thread = std::thread::Builder::new()
             .name("slm-ledger".into())
-            .spawn(move || run(path, &q, on_commit))
+            .spawn(move || run(location, &q, on_commit))
             .map_err(|e| tracing::warn!("cannot start the ledger writer: {e}"))
             .ok();
         queue.state.lock().running = thread.is_some();
@@ -166,13 +166,15 @@ fn next_batch(q: &Queue) -> Option<Vec<Job>> {
     Some(std::mem::take(&mut st.jobs))
 }
 
-fn run(path: PathBuf, q: &Queue, on_commit: Box<dyn Fn() + Send>) {
+fn run(location: Location, q: &Queue, on_commit: Box<dyn Fn() + Send>) {
     let open = || {
-        let s = Store::open(&path)?;
+        let s = Store::open_at(&location)?;
         // Laps of a thousand runs land on pages all over the tag, dedup and lap indexes: keep
         // those pages cached between batches, and let the WAL grow to 16 MB before this
         // connection checkpoints, so a page rewritten by many batches is copied back once.
-        let _ = s.conn.execute_batch("PRAGMA cache_size = -16384; PRAGMA wal_autocheckpoint = 4000;");
+        if let Store::Sqlite(s) = &s {
+            let _ = s.conn.execute_batch("PRAGMA cache_size = -16384; PRAGMA wal_autocheckpoint = 4000;");
+        }
         Ok::<_, crate::Error>(s)
     };
     let mut store = open().map_err(|e| tracing::warn!("ledger writer: {e}"));

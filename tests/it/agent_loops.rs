@@ -66,7 +66,7 @@ fn converges_on_the_lap_where_the_gate_file_appears() {
     assert_eq!(hits["hits"].as_array().unwrap().len(), 3);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let store = slm::storage::Store::open(&root.db_path()).unwrap();
+        let store = root.open_store();
         if store.pending_rows(10).unwrap().is_empty() {
             break;
         }

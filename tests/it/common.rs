@@ -10,14 +10,29 @@ pub fn slm_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_slm"))
 }
 
-/// A temporary data root, deleted on drop.
+/// A temporary data root, deleted on drop; its rows live in its SQLite file, or in a shared
+/// PostgreSQL database when `store` is set.
 pub struct Root {
     pub tmp: tempfile::TempDir,
+    /// The `--store` URL every command of this root gets (`None`: SQLite).
+    pub store: Option<String>,
 }
 
 impl Root {
+    /// A fresh data root with its own store: the SQLite file, or, with
+    /// `SLM_TEST_STORE=postgres`, a fresh database on the tests' private PostgreSQL server (so
+    /// the shared behaviour tests run against both stores: see scripts/test.sh).
     pub fn new() -> Root {
-        Root { tmp: tempfile::tempdir().expect("tempdir") }
+        if std::env::var("SLM_TEST_STORE").is_ok_and(|v| v == "postgres") {
+            return Root::on(&crate::pg::Cluster::shared().database());
+        }
+        Root { tmp: tempfile::tempdir().expect("tempdir"), store: None }
+    }
+
+    /// A data root of its own whose rows live in the PostgreSQL database at `url` (another
+    /// "host" of that store).
+    pub fn on(url: &str) -> Root {
+        Root { tmp: tempfile::tempdir().expect("tempdir"), store: Some(url.to_string()) }
     }
 
     pub fn dir(&self) -> PathBuf {
@@ -29,6 +44,10 @@ impl Root {
         let mut c = Command::new(slm_bin());
         c.arg("--data-dir").arg(self.dir()).args(args);
         c.env_remove("SLM_DATA_DIR");
+        match &self.store {
+            Some(url) => c.env("SLM_STORE", url),
+            None => c.env_remove("SLM_STORE"),
+        };
         c
     }
 
@@ -61,6 +80,17 @@ impl Root {
     /// The number of memories stored (`status`).
     pub fn count(&self) -> u64 {
         self.json(&["status"])["memories"].as_u64().expect("memories")
+    }
+
+    /// Opens this root's store directly: its SQLite file, or its PostgreSQL database.
+    pub fn open_store(&self) -> slm::storage::Store {
+        match &self.store {
+            Some(url) => {
+                let url = slm::storage::PgUrl::from_flag(Some(url)).unwrap().unwrap();
+                slm::storage::Store::open_at(&slm::storage::Location::Postgres(url)).unwrap()
+            }
+            None => slm::storage::Store::open(&self.db_path()).unwrap(),
+        }
     }
 
     pub fn db_path(&self) -> PathBuf {

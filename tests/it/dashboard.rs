@@ -181,6 +181,7 @@ fn runs_are_paginated() {
                 proc_start: 0,
                 result: None,
                 state: None,
+                host: None,
             };
             store.run_start(&row).unwrap();
             store.run_finish(&row.run_id, slm::record::RunStatus::MaxIterations, "synthetic", 1, "{}").unwrap();

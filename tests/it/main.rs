@@ -23,5 +23,7 @@ mod mcp_stdio;
 mod mcp_ts;
 mod memory_cli;
 mod nli;
+mod pg;
+mod pg_store;
 mod plugin;
 mod setup;

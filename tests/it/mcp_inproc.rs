@@ -31,7 +31,7 @@ struct Harness {
 
 async fn start(profile: Profile) -> Harness {
     let tmp = tempfile::tempdir().unwrap();
-    let root = DataRoot { dir: tmp.path().join("data"), explicit: true };
+    let root = DataRoot { dir: tmp.path().join("data"), explicit: true, store: None };
     let engine = Arc::new(Engine::open(&root, Arc::new(OnnxEmbedder::locate())).unwrap());
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {

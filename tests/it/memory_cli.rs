@@ -134,6 +134,7 @@ fn json_flag_is_accepted_anywhere_and_env_selects_the_root() {
     let out = std::process::Command::new(crate::common::slm_bin())
         .args(["status", "--json"])
         .env("SLM_DATA_DIR", root.dir())
+        .envs(root.store.iter().map(|s| ("SLM_STORE", s)))
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -147,7 +148,7 @@ fn memory_from_another_process_is_visible_without_restart() {
     let root = Root::new();
     root.remember("unrelated note about gardening", &[]);
     let engine = slm::engine::Engine::open(
-        &slm::engine::DataRoot { dir: root.dir(), explicit: true },
+        &slm::engine::DataRoot { dir: root.dir(), explicit: true, store: None }.with_store(root.store.as_deref()).unwrap(),
         Arc::new(OnnxEmbedder::locate()),
     )
     .unwrap();

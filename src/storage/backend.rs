@@ -1,0 +1,205 @@
+//! The store seam: [`Store`] is the embedded SQLite file or a shared PostgreSQL database,
+//! chosen once by [`Location`], behind one set of methods.
+//!
+//! The engine, the mirror, the loops and the surfaces hold a `Store` and never learn which
+//! one it is; each method forwards to the backend, whose SQL keeps the same meaning (dedup,
+//! id order, tag filters, run records). The SQLite code is [`super::SqliteStore`], the
+//! PostgreSQL code [`super::pg::PgStore`].
+
+use std::path::{Path, PathBuf};
+
+use super::pg::{PgStore, PgUrl};
+use super::{ExportItem, LapOut, LapRow, LapWrite, NewRow, RunEnd, RunOut, RunRow, SqliteStore, StepWrite, VectorVisitor};
+use crate::memory::{Kind, Memory};
+use crate::record::RunStatus;
+use crate::Result;
+
+/// Where a data root's rows live.
+#[derive(Debug, Clone)]
+pub enum Location {
+    /// The SQLite database file (in the data root).
+    Sqlite(PathBuf),
+    /// A PostgreSQL database shared by many hosts.
+    Postgres(PgUrl),
+}
+
+impl Location {
+    /// The location as users may see it (a PostgreSQL URL with its password redacted).
+    pub fn display(&self) -> String {
+        match self {
+            Location::Sqlite(p) => p.display().to_string(),
+            Location::Postgres(u) => u.redacted().to_string(),
+        }
+    }
+}
+
+/// An open store, of either kind.
+pub enum Store {
+    Sqlite(SqliteStore),
+    Postgres(Box<PgStore>),
+}
+
+/// Forwards a call to whichever backend this is.
+macro_rules! both {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            Store::Sqlite($s) => $e,
+            Store::Postgres($s) => $e,
+        }
+    };
+}
+
+impl Store {
+    /// Opens the SQLite database at `path` (see [`SqliteStore::open`]).
+    pub fn open(path: &Path) -> Result<Store> {
+        SqliteStore::open(path).map(Store::Sqlite)
+    }
+
+    /// Opens the store at `location`, bringing its schema up to date.
+    pub fn open_at(location: &Location) -> Result<Store> {
+        Ok(match location {
+            Location::Sqlite(path) => Store::Sqlite(SqliteStore::open(path)?),
+            Location::Postgres(url) => Store::Postgres(Box::new(PgStore::open(url)?)),
+        })
+    }
+
+    /// True for the shared PostgreSQL store.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Store::Postgres(_))
+    }
+
+    pub fn read_only(&self) -> bool {
+        both!(self, s => s.read_only())
+    }
+    pub fn writable(&self) -> Result<()> {
+        both!(self, s => s.writable())
+    }
+    pub fn check_integrity(&mut self, full: bool) -> Result<String> {
+        both!(self, s => s.check_integrity(full))
+    }
+    pub fn integrity(&self) -> Option<&str> {
+        both!(self, s => s.integrity())
+    }
+    /// The database file, or the redacted URL of a PostgreSQL store.
+    pub fn path(&self) -> &Path {
+        both!(self, s => s.path())
+    }
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        both!(self, s => s.meta(key))
+    }
+    pub fn meta_init(&mut self, key: &str, value: &str) -> Result<String> {
+        both!(self, s => s.meta_init(key, value))
+    }
+    pub fn find_dedup(&self, key: &[u8; 32]) -> Result<Option<i64>> {
+        both!(self, s => s.find_dedup(key))
+    }
+    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {
+        both!(self, s => s.insert(rows))
+    }
+    pub fn forget(&mut self, ids: &[i64]) -> Result<Vec<i64>> {
+        both!(self, s => s.forget(ids))
+    }
+    pub fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>> {
+        both!(self, s => s.get_many(ids))
+    }
+    pub fn list(&self, tags: &[String], kind: Option<Kind>, limit: usize, before: Option<i64>) -> Result<Vec<Memory>> {
+        both!(self, s => s.list(tags, kind, limit, before))
+    }
+    pub fn close(&mut self) {
+        both!(self, s => s.close())
+    }
+    pub fn bulk_mode(&mut self) -> Result<()> {
+        both!(self, s => s.bulk_mode())
+    }
+    pub fn counts(&self) -> Result<(u64, u64)> {
+        both!(self, s => s.counts())
+    }
+    pub fn max_id(&self) -> Result<i64> {
+        both!(self, s => s.max_id())
+    }
+    pub fn max_issued_id(&self) -> Result<i64> {
+        both!(self, s => s.max_issued_id())
+    }
+    pub fn vector_blob(&self, id: i64) -> Result<Option<Vec<u8>>> {
+        both!(self, s => s.vector_blob(id))
+    }
+    pub fn vectors_after(&self, after: i64, kind: Option<Kind>, visit: &mut VectorVisitor<'_>) -> Result<()> {
+        both!(self, s => s.vectors_after(after, kind, visit))
+    }
+    pub fn ids_with_all_tags(&self, tags: &[String]) -> Result<Vec<i64>> {
+        both!(self, s => s.ids_with_all_tags_in(tags, 0, i64::MAX))
+    }
+    pub fn ids_with_all_tags_in(&self, tags: &[String], after: i64, upto: i64) -> Result<Vec<i64>> {
+        both!(self, s => s.ids_with_all_tags_in(tags, after, upto))
+    }
+    pub fn pending_rows(&self, limit: usize) -> Result<Vec<(i64, String)>> {
+        both!(self, s => s.pending_rows(limit))
+    }
+    pub fn set_embedding(&mut self, id: i64, v: &[f32]) -> Result<bool> {
+        both!(self, s => s.set_embedding(id, v))
+    }
+    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
+        both!(self, s => s.vectors_or_content(ids))
+    }
+    pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
+        both!(self, s => s.existing(ids))
+    }
+
+    // Moving a whole store (`slm export` / `slm import`).
+    pub fn export(&mut self, visit: &mut dyn FnMut(ExportItem) -> Result<()>) -> Result<()> {
+        both!(self, s => s.export(visit))
+    }
+    pub fn run_import(&mut self, run: &RunOut) -> Result<bool> {
+        both!(self, s => s.run_import(run))
+    }
+    pub fn lap_import(&mut self, lap: &LapOut) -> Result<bool> {
+        both!(self, s => s.lap_import(lap))
+    }
+
+    // The loop ledger.
+    pub fn run_start(&mut self, run: &RunRow) -> Result<()> {
+        both!(self, s => s.run_start(run))
+    }
+    pub fn laps_insert_with_memory(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
+        both!(self, s => s.laps_insert_with_memory(laps))
+    }
+    pub fn runs_finish(&mut self, ends: &[RunEnd<'_>]) -> Result<()> {
+        both!(self, s => s.runs_finish(ends))
+    }
+    pub fn run_finish(&mut self, run_id: &str, status: RunStatus, reason: &str, laps: i64, result: &str) -> Result<()> {
+        both!(self, s => s.run_finish(run_id, status, reason, laps, result))
+    }
+    pub fn step_locked<T>(&mut self, run_id: &str, decide: impl FnOnce(RunRow) -> Result<(StepWrite, T)>) -> Result<T> {
+        both!(self, s => s.step_locked(run_id, decide))
+    }
+    pub fn lap_set_memory(&mut self, run_id: &str, lap: i64, memory_id: i64) -> Result<()> {
+        both!(self, s => s.lap_set_memory(run_id, lap, memory_id))
+    }
+    pub fn run_end_if_running(&mut self, run_id: &str, status: RunStatus, reason: &str) -> Result<bool> {
+        both!(self, s => s.run_end_if_running(run_id, status, reason))
+    }
+    pub fn run_request_cancel(&mut self, run_id: &str) -> Result<Option<RunStatus>> {
+        both!(self, s => s.run_request_cancel(run_id))
+    }
+    pub fn run_cancel_requested(&self, run_id: &str) -> Result<bool> {
+        both!(self, s => s.run_cancel_requested(run_id))
+    }
+    pub fn run_get(&self, run_id: &str) -> Result<Option<RunRow>> {
+        both!(self, s => s.run_get(run_id))
+    }
+    pub fn run_history(&self, name: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
+        both!(self, s => s.run_history(name, limit))
+    }
+    pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<(i64, RunRow)>> {
+        both!(self, s => s.run_page(name, limit, before))
+    }
+    pub fn loop_names(&self, limit: usize) -> Result<Vec<(String, i64, String)>> {
+        both!(self, s => s.loop_names(limit))
+    }
+    pub fn run_laps(&self, run_id: &str, limit: usize) -> Result<Vec<LapRow>> {
+        both!(self, s => s.run_laps_after(run_id, 0, limit))
+    }
+    pub fn run_laps_after(&self, run_id: &str, after: i64, limit: usize) -> Result<Vec<LapRow>> {
+        both!(self, s => s.run_laps_after(run_id, after, limit))
+    }
+}

@@ -1,0 +1,534 @@
+//! The shared PostgreSQL store (`--store postgres://…`): the same rows, rules and meaning as
+//! the SQLite file, in one database that processes on many hosts use at once.
+//!
+//! One connection per role (the engine's reader/writer behind its mutex, the ledger writer's
+//! own, a LISTEN connection per feed in [`listen`]), through the synchronous `postgres` client.
+//! A dropped connection is reopened by the next call; the call that met it fails (exit 1), and
+//! its transaction rolled back on the server, so nothing is half-written.
+//!
+//! Two rules make the shared store behave like the single-writer file:
+//! - **Ids in commit order.** A PostgreSQL sequence hands out ids at insert time, so id 41 can
+//!   commit after id 42 and a reader that already passed 42 would never see 41. Every
+//!   transaction that inserts memories takes the transaction-scoped advisory lock [`IDS_LOCK`]
+//!   before its first insert: ids are drawn and committed in one order, and the lock is
+//!   released only after the commit is visible, so `id > watermark` catch-up stays complete.
+//! - **Announcements on commit.** Writers `NOTIFY slm_memories|slm_control|slm_ledger` inside
+//!   their transaction; PostgreSQL delivers it on commit to every listening host.
+//!
+//! TLS is not compiled in (no system TLS library is needed): `sslmode=disable` or `prefer`
+//! connect in plain text, `sslmode=require` is refused by the client. Use a Unix socket, a
+//! loopback or a tunnel (or a VPN) between hosts and server.
+
+mod ledger;
+pub mod listen;
+mod schema;
+mod transfer;
+
+use std::cell::{Cell, RefCell, RefMut};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use ::postgres::fallible_iterator::FallibleIterator;
+use ::postgres::{Client, Config, NoTls, Transaction};
+
+use super::{dedup_key, NewRow, VectorVisitor};
+use crate::feed::Topic;
+use crate::memory::{now_rfc3339, Kind, Memory};
+use crate::{Error, Result};
+
+/// The advisory lock every transaction that inserts memories holds (ids in commit order).
+pub const IDS_LOCK: i64 = 0x736c_6d00_0000_0002;
+
+/// A connection idle this long is checked (one empty query) before it is used again: the
+/// server may have restarted meanwhile, and the sync client notices only when it is used.
+const IDLE_RECHECK: Duration = Duration::from_secs(1);
+
+/// How long connecting may take when the URL does not say (`connect_timeout`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A PostgreSQL URL, parsed once; it prints (`Debug` too) only with its password redacted.
+#[derive(Clone)]
+pub struct PgUrl {
+    config: Box<Config>,
+    redacted: String,
+}
+
+impl std::fmt::Debug for PgUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.redacted)
+    }
+}
+
+impl PgUrl {
+    /// Reads `--store`/`SLM_STORE`: `None` (unset or empty) keeps the SQLite file; a
+    /// `postgres://` or `postgresql://` URL selects PostgreSQL; anything else is invalid input.
+    pub fn from_flag(value: Option<&str>) -> Result<Option<PgUrl>> {
+        let Some(raw) = value.map(str::trim).filter(|v| !v.is_empty()) else { return Ok(None) };
+        let redacted = redact(raw);
+        if !(raw.starts_with("postgres://") || raw.starts_with("postgresql://")) {
+            return Err(Error::invalid(
+                "store",
+                &redacted,
+                "must be a postgres:// or postgresql:// URL (unset, the data root's SQLite file is used)",
+            ));
+        }
+        let mut config = Config::from_str(raw)
+            .map_err(|e| Error::invalid("store", &redacted, format!("must be a valid PostgreSQL URL: {e}")))?;
+        if config.get_hosts().is_empty() {
+            return Err(Error::invalid("store", &redacted, "must name a host (or a socket directory: ?host=/run/postgresql)"));
+        }
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("slm");
+        }
+        Ok(Some(PgUrl { config: Box::new(config), redacted }))
+    }
+
+    /// The URL with any password replaced by `***`: what messages and `status` show.
+    pub fn redacted(&self) -> &str {
+        &self.redacted
+    }
+
+    /// Opens a connection (no TLS: see the module docs).
+    pub(crate) fn connect(&self) -> Result<Client> {
+        self.config.connect(NoTls).map_err(|e| pg_error(&self.redacted, &e))
+    }
+}
+
+/// `url` with the password of its user-info and any `password=` parameter replaced by `***`.
+/// Works on malformed URLs too (they are echoed in errors): everything between the scheme and
+/// the last `@` after the user name is treated as the password, so an unencoded `/`, `?` or
+/// `@` in it cannot leak a part.
+pub fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (format!("{s}://"), r),
+        None => (String::new(), url),
+    };
+    let rest = match rest.rfind('@') {
+        Some(at) => match rest[..at].split_once(':') {
+            Some((user, _)) => format!("{user}:***{}", &rest[at..]),
+            None => rest.to_string(),
+        },
+        None => rest.to_string(),
+    };
+    let mut out = scheme + &rest;
+    let mut from = 0;
+    while let Some(i) = out[from..].to_ascii_lowercase().find("password=").map(|i| i + from) {
+        let start = i + "password=".len();
+        let end = out[start..].find(['&', ' ']).map_or(out.len(), |e| start + e);
+        out.replace_range(start..end, "***");
+        from = start + 3;
+    }
+    out
+}
+
+/// A client error as one line naming the store (redacted).
+pub(crate) fn pg_error(store: &str, e: &::postgres::Error) -> Error {
+    let message = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
+    };
+    Error::Postgres { store: store.to_string(), message: redact(&message) }
+}
+
+/// The host name recorded with the runs this host starts.
+pub(crate) fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
+    // truncates, and the last byte stays 0.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) } == 0;
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(0);
+    if ok && end > 0 {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "unknown".into()
+    }
+}
+
+/// The channel a topic is announced on.
+pub(crate) fn channel(topic: Topic) -> &'static str {
+    match topic {
+        Topic::Memories => "slm_memories",
+        Topic::Control => "slm_control",
+        Topic::Ledger => "slm_ledger",
+    }
+}
+
+/// An open connection to the shared database.
+pub struct PgStore {
+    url: PgUrl,
+    /// `None` once closed, or after a failed reconnect.
+    conn: RefCell<Option<Client>>,
+    /// The redacted URL, as the "path" `status` shows.
+    shown: PathBuf,
+    integrity: Option<String>,
+    host: String,
+    /// When the connection last answered.
+    used: Cell<Instant>,
+}
+
+impl PgStore {
+    /// Connects and brings the schema up to date (under an advisory lock: racing first opens
+    /// on several hosts create it once). A database newer than this binary is refused.
+    pub fn open(url: &PgUrl) -> Result<PgStore> {
+        let mut client = url.connect()?;
+        schema::migrate(&mut client, url.redacted())?;
+        Ok(PgStore {
+            url: url.clone(),
+            conn: RefCell::new(Some(client)),
+            shown: PathBuf::from(url.redacted()),
+            integrity: None,
+            host: host_name(),
+            used: Cell::new(Instant::now()),
+        })
+    }
+
+    /// The connection, reopened if the server dropped it since the last call (checked when it
+    /// sat idle, so a server restart costs no failed call).
+    fn client(&self) -> Result<RefMut<'_, Client>> {
+        let mut slot = self.conn.borrow_mut();
+        let idle = self.used.get().elapsed() >= IDLE_RECHECK;
+        if let Some(c) = slot.as_mut() {
+            if c.is_closed() || (idle && c.is_valid(CONNECT_TIMEOUT).is_err()) {
+                *slot = None;
+            }
+        }
+        if slot.is_none() {
+            *slot = Some(self.url.connect()?);
+        }
+        self.used.set(Instant::now());
+        Ok(RefMut::map(slot, |c| c.as_mut().expect("connected above")))
+    }
+
+    fn err(&self, e: ::postgres::Error) -> Error {
+        pg_error(self.url.redacted(), &e)
+    }
+
+    pub fn read_only(&self) -> bool {
+        false
+    }
+
+    pub fn writable(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// slm's own check of the shared database: the schema version, and every stored vector of
+    /// the right size (page-level checks are the server's job: `amcheck`, backups).
+    pub fn check_integrity(&mut self, _full: bool) -> Result<String> {
+        let bytes = (crate::embed::DIM * 4) as i32;
+        let bad: i64 = self
+            .client()?
+            .query_one("SELECT count(*) FROM memories WHERE octet_length(embedding) NOT IN (0, $1)", &[&bytes])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        let verdict = if bad == 0 { "ok".to_string() } else { format!("{bad} rows hold a vector of the wrong size") };
+        self.integrity = Some(verdict.clone());
+        Ok(verdict)
+    }
+
+    pub fn integrity(&self) -> Option<&str> {
+        self.integrity.as_deref()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.shown
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        let row = self.client()?.query_opt("SELECT value FROM meta WHERE key = $1", &[&key]).map_err(|e| self.err(e))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    pub fn meta_init(&mut self, key: &str, value: &str) -> Result<String> {
+        self.client()?
+            .execute("INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[&key, &value])
+            .map_err(|e| self.err(e))?;
+        Ok(self.meta(key)?.unwrap_or_else(|| value.to_string()))
+    }
+
+    pub fn find_dedup(&self, key: &[u8; 32]) -> Result<Option<i64>> {
+        let row = self
+            .client()?
+            .query_opt("SELECT id FROM memories WHERE dedup_key = $1", &[&&key[..]])
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Inserts rows in one transaction, in commit order (see the module docs).
+    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {
+        let topic = if rows.iter().any(|r| r.kind == Kind::Memory) { Topic::Memories } else { Topic::Ledger };
+        let mut c = self.client()?;
+        let r = (|| {
+            let mut tx = begin_inserts(&mut c)?;
+            let now = now_rfc3339();
+            let out = rows
+                .iter()
+                .map(|row| insert_row(&mut tx, row, row.created_at.unwrap_or(&now)))
+                .collect::<Result<Vec<_>, _>>()?;
+            notify(&mut tx, topic)?;
+            tx.commit()?;
+            Ok(out)
+        })();
+        r.map_err(|e| pg_error(self.url.redacted(), &e))
+    }
+
+    pub fn forget(&mut self, ids: &[i64]) -> Result<Vec<i64>> {
+        let mut c = self.client()?;
+        let r = (|| {
+            let mut tx = c.transaction()?;
+            let gone: Vec<i64> = tx
+                .query("DELETE FROM memories WHERE id = ANY($1) RETURNING id", &[&ids])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            notify(&mut tx, Topic::Memories)?;
+            tx.commit()?;
+            Ok(gone)
+        })();
+        let gone = r.map_err(|e| pg_error(self.url.redacted(), &e))?;
+        Ok(ids.iter().copied().filter(|id| gone.contains(id)).collect())
+    }
+
+    pub fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>> {
+        let rows = self
+            .client()?
+            .query(&format!("{MEMORY_SELECT} WHERE m.id = ANY($1)"), &[&ids])
+            .map_err(|e| self.err(e))?;
+        let mut by_id: std::collections::HashMap<i64, Memory> =
+            rows.iter().map(to_memory).collect::<Result<Vec<_>>>()?.into_iter().map(|m| (m.id, m)).collect();
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+    }
+
+    pub fn list(&self, tags: &[String], kind: Option<Kind>, limit: usize, before: Option<i64>) -> Result<Vec<Memory>> {
+        let kind = kind.map(|k| k.as_str().to_string());
+        let tags = tags.to_vec();
+        let sql = format!(
+            "{MEMORY_SELECT} WHERE m.id < $1 AND ($2::text IS NULL OR m.kind = $2)
+               AND (cardinality($3::text[]) = 0 OR (SELECT count(*) FROM memory_tags t
+                    WHERE t.memory_id = m.id AND t.tag = ANY($3)) = cardinality($3::text[]))
+             ORDER BY m.id DESC LIMIT $4"
+        );
+        let rows = self
+            .client()?
+            .query(&sql, &[&before.unwrap_or(i64::MAX), &kind, &tags, &(limit as i64)])
+            .map_err(|e| self.err(e))?;
+        rows.iter().map(to_memory).collect()
+    }
+
+    /// Ends the session cleanly (the server sees a goodbye, not a dropped socket).
+    pub fn close(&mut self) {
+        if let Some(c) = self.conn.borrow_mut().take() {
+            off_async(move || drop(c.close()));
+        }
+    }
+
+    /// Nothing to set up: each batch is one transaction on the server either way.
+    pub fn bulk_mode(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    pub fn counts(&self) -> Result<(u64, u64)> {
+        let row = self
+            .client()?
+            .query_one(
+                "SELECT count(*) FILTER (WHERE kind = 'memory'), count(*) FILTER (WHERE kind = 'lap') FROM memories",
+                &[],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
+    }
+
+    pub fn max_id(&self) -> Result<i64> {
+        let row = self.client()?.query_one("SELECT coalesce(max(id), 0) FROM memories", &[]).map_err(|e| self.err(e))?;
+        Ok(row.get(0))
+    }
+
+    /// The largest id the sequence has handed out (never goes down, like `AUTOINCREMENT`).
+    pub fn max_issued_id(&self) -> Result<i64> {
+        let row = self
+            .client()?
+            .query_one(
+                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM memories_id_seq",
+                &[],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(row.get(0))
+    }
+
+    pub fn vector_blob(&self, id: i64) -> Result<Option<Vec<u8>>> {
+        let row = self
+            .client()?
+            .query_opt("SELECT embedding FROM memories WHERE id = $1", &[&id])
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Streams the vectors of rows with `id > after` in id order (never the whole set in memory).
+    pub fn vectors_after(&self, after: i64, kind: Option<Kind>, visit: &mut VectorVisitor<'_>) -> Result<()> {
+        let kind = kind.map(|k| k.as_str().to_string());
+        let mut c = self.client()?;
+        let params: [&(dyn ::postgres::types::ToSql + Sync); 2] = [&after, &kind];
+        let mut rows = c
+            .query_raw(
+                "SELECT id, kind, embedding FROM memories WHERE id > $1 AND ($2::text IS NULL OR kind = $2) ORDER BY id",
+                params,
+            )
+            .map_err(|e| pg_error(self.url.redacted(), &e))?;
+        while let Some(row) = rows.next().map_err(|e| pg_error(self.url.redacted(), &e))? {
+            let kind: &str = row.get(1);
+            visit(row.get(0), Kind::parse(kind)?, row.get::<_, &[u8]>(2))?;
+        }
+        Ok(())
+    }
+
+    pub fn ids_with_all_tags_in(&self, tags: &[String], after: i64, upto: i64) -> Result<Vec<i64>> {
+        if tags.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tags = tags.to_vec();
+        let rows = self
+            .client()?
+            .query(
+                "SELECT memory_id FROM memory_tags WHERE tag = ANY($3) AND memory_id > $1 AND memory_id <= $2
+                 GROUP BY memory_id HAVING count(*) = $4 ORDER BY memory_id",
+                &[&after, &upto, &tags, &(tags.len() as i64)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    pub fn pending_rows(&self, limit: usize) -> Result<Vec<(i64, String)>> {
+        let rows = self
+            .client()?
+            .query(
+                "SELECT id, content FROM memories WHERE octet_length(embedding) = 0 ORDER BY id LIMIT $1",
+                &[&(limit as i64)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    pub fn set_embedding(&mut self, id: i64, v: &[f32]) -> Result<bool> {
+        let n = self
+            .client()?
+            .execute(
+                "UPDATE memories SET embedding = $2 WHERE id = $1 AND octet_length(embedding) = 0",
+                &[&id, &crate::spaces::to_blob(v)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
+        let rows = self
+            .client()?
+            .query("SELECT id, embedding, content FROM memories WHERE id = ANY($1)", &[&ids])
+            .map_err(|e| self.err(e))?;
+        let mut by_id: std::collections::HashMap<i64, (Vec<u8>, String)> =
+            rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+        Ok(ids.iter().filter_map(|id| by_id.remove(id).map(|(b, c)| (*id, b, c))).collect())
+    }
+
+    pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
+        let rows = self
+            .client()?
+            .query("SELECT id FROM memories WHERE id = ANY($1)", &[&ids])
+            .map_err(|e| self.err(e))?;
+        let found: std::collections::HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
+        Ok(ids.iter().copied().filter(|id| found.contains(id)).collect())
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Runs `f` (which blocks on the client's own runtime) on a plain thread when called from
+/// inside a tokio runtime, where blocking on another runtime panics: the servers drop their
+/// engine inside theirs.
+fn off_async(f: impl FnOnce() + Send + 'static) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        let _ = std::thread::spawn(f).join();
+    } else {
+        f();
+    }
+}
+
+/// `id, kind, content, created_at, tags (newline-joined, sorted)` of memories `m`.
+const MEMORY_SELECT: &str = "SELECT m.id, m.kind, m.content, m.created_at,
+    (SELECT string_agg(tag, E'\\n' ORDER BY tag) FROM memory_tags WHERE memory_id = m.id)
+    FROM memories m";
+
+fn to_memory(r: &::postgres::Row) -> Result<Memory> {
+    let tags: Option<String> = r.get(4);
+    let kind: &str = r.get(1);
+    Ok(Memory {
+        id: r.get(0),
+        kind: Kind::parse(kind)?,
+        content: r.get(2),
+        created_at: r.get(3),
+        tags: tags.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default(),
+    })
+}
+
+/// Begins a transaction that will insert memories: takes [`IDS_LOCK`] first, before any id is
+/// drawn, so ids commit in the order they were drawn.
+fn begin_inserts<'c>(c: &'c mut Client) -> Result<Transaction<'c>, ::postgres::Error> {
+    let mut tx = c.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&IDS_LOCK])?;
+    Ok(tx)
+}
+
+/// Announces `topic` to every listening host when the transaction commits.
+fn notify(tx: &mut Transaction<'_>, topic: Topic) -> Result<(), ::postgres::Error> {
+    tx.batch_execute(&format!("NOTIFY {}", channel(topic)))
+}
+
+/// Inserts one row and its tags (the caller holds [`IDS_LOCK`]): `(id, deduped)`.
+fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> Result<(i64, bool), ::postgres::Error> {
+    let key = dedup_key(row.kind, row.content, row.tags);
+    let inserted = tx.query_opt(
+        "INSERT INTO memories(kind, content, created_at, dedup_key, embedding) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (dedup_key) DO NOTHING RETURNING id",
+        &[&row.kind.as_str(), &row.content, &created_at, &&key[..], &crate::spaces::to_blob(row.embedding)],
+    )?;
+    let Some(r) = inserted else {
+        let id = tx.query_one("SELECT id FROM memories WHERE dedup_key = $1", &[&&key[..]])?.get(0);
+        return Ok((id, true));
+    };
+    let id: i64 = r.get(0);
+    if !row.tags.is_empty() {
+        tx.execute(
+            "INSERT INTO memory_tags(memory_id, tag) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING",
+            &[&id, &row.tags],
+        )?;
+    }
+    Ok((id, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_survive_redaction() {
+        assert_eq!(redact("postgres://u:secret@db.example/slm"), "postgres://u:***@db.example/slm");
+        assert_eq!(redact("postgresql://u@db/slm"), "postgresql://u@db/slm");
+        assert_eq!(redact("postgres://u:se/c?r@t@h:5432/d"), "postgres://u:***@h:5432/d");
+        assert_eq!(redact("postgres://u@h/d?password=secret&sslmode=disable"), "postgres://u@h/d?password=***&sslmode=disable");
+        assert_eq!(redact("mysql://root:pw@h/x"), "mysql://root:***@h/x");
+        for bad in ["postgres://u:secret@h:notaport/d", "mysql://root:secret@h/x", "postgres://u:secret@/d"] {
+            let e = PgUrl::from_flag(Some(bad)).expect_err(bad);
+            assert!(e.is_invalid_input() && e.field() == Some("store"), "{e}");
+            assert!(!e.to_string().contains("secret"), "{e}");
+        }
+        assert!(PgUrl::from_flag(Some("")).unwrap().is_none());
+        let ok = PgUrl::from_flag(Some("postgres://u:secret@localhost/slm")).unwrap().unwrap();
+        assert!(!format!("{ok:?}").contains("secret"));
+    }
+}
