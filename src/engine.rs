@@ -24,7 +24,7 @@ use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
 use crate::mirror::{IndexFiles, Mirror, ProgressFn, STORE_ID_META};
 use crate::storage::writer::LedgerWriter;
-use crate::storage::{dedup_key, Location, NewRow, PgUrl, Store, DB_FILE, SCHEMA_VERSION};
+use crate::storage::{dedup_key, Location, NewRow, PgUrl, Store, DB_FILE};
 use crate::{Error, Result};
 
 pub use crate::index::HNSW_MIN;
@@ -216,6 +216,7 @@ impl Engine {
         root.ensure()?;
         let location = root.location();
         let store = Store::open_at(&location)?;
+        location.mark(&root.dir);
         if let Some(stored) = store.meta(MODEL_META)? {
             if stored != embedder.model_name() {
                 return Err(Error::Model {
@@ -724,7 +725,7 @@ impl Engine {
             model_error: files.as_ref().err().map(|e| e.to_string()),
             data_dir: self.root.clone(),
             db_path: store.path().to_path_buf(),
-            schema_version: SCHEMA_VERSION,
+            schema_version: store.schema_version(),
             memories,
             laps,
             model: self.embedder.model_name().to_string(),

@@ -43,9 +43,11 @@ pub enum Error {
     },
 
     /// The PostgreSQL store failed (unreachable, refused, or a statement failed). `store` is
-    /// the URL with its password redacted: credentials never reach a message.
+    /// the URL with its password redacted: credentials never reach a message. `unreachable`:
+    /// the server could not be reached or the connection was lost (a restart, the network),
+    /// so the same call may succeed later; a waiting loop treats it as nothing new.
     #[error("database error at {store}: {message}")]
-    Postgres { store: String, message: String },
+    Postgres { store: String, message: String, unreachable: bool },
 
     /// A file or directory operation failed.
     #[error("{context}: {source}")]
@@ -115,6 +117,12 @@ impl Error {
     /// True for errors caused by the caller's input (the CLI exits 2 for these).
     pub fn is_invalid_input(&self) -> bool {
         matches!(self, Error::InvalidInput { .. })
+    }
+
+    /// True when the shared store could not be reached or dropped the connection (see
+    /// [`Error::Postgres`]): a transient condition, not a verdict on the request.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Error::Postgres { unreachable: true, .. })
     }
 
     /// The field an invalid-input error names, for structured error output.

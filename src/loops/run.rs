@@ -15,6 +15,10 @@
 //!
 //! Either way a lap happens at least every poll interval, so the poll interval is the
 //! fallback and the longest wait.
+//!
+//! A shared store that cannot be reached (a PostgreSQL restart, the network) is not the end
+//! of a waiting run: that lap saw nothing new, its ledger write fails open, the bounds still
+//! apply, and a later lap (or the listener's wake-up once it is back) looks again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -103,7 +107,10 @@ pub fn run(
     let mut rejected_candidates: u64 = 0;
     let (outcome, obs) = loop {
         lap += 1;
-        let obs = or_fail!(ledger, lap - 1, gate.observe(lap, deadline));
+        let obs = match gate.observe(lap, deadline) {
+            Err(e) if e.is_unreachable() => unreachable_lap(last.as_ref(), &e),
+            r => or_fail!(ledger, lap - 1, r),
+        };
         rejected_candidates += obs.rejected.len() as u64;
         if lap == 1 {
             tokens += gate.setup_tokens();
@@ -188,6 +195,24 @@ pub fn run(
     Ok(ledger.finish(result))
 }
 
+/// The observation of a lap on which the shared store could not be reached: nothing new
+/// (the previous lap's view, so no-progress counts it like any quiet lap), with the reason in
+/// the detail. The run keeps its bounds and looks again on the next lap.
+fn unreachable_lap(last: Option<&Observation>, e: &crate::Error) -> Observation {
+    let mut obs = last.cloned().unwrap_or(Observation {
+        passed: false,
+        best_score: None,
+        best_memory_id: None,
+        eligible: 0,
+        detail: String::new(),
+        rejected: Vec::new(),
+        verified_by: Vec::new(),
+    });
+    obs.rejected.clear();
+    obs.detail = format!("the store is unreachable, nothing new this lap ({e})");
+    obs
+}
+
 fn cancelled(engine: &Engine, run_id: &str, cancel: &Cancel) -> bool {
     cancel.requested() || engine.store().run_cancel_requested(run_id).unwrap_or(false)
 }
@@ -229,8 +254,12 @@ fn wait_for_change(
                     return Ok(true);
                 }
             }
-            if gate.probe()? {
-                return Ok(false);
+            match gate.probe() {
+                Ok(true) => return Ok(false),
+                Ok(false) => {}
+                // The listener bumps again once it is back; the poll is the fallback.
+                Err(e) if e.is_unreachable() => tracing::debug!("probe: {e}"),
+                Err(e) => return Err(e),
             }
         }
     }

@@ -33,6 +33,34 @@ impl Location {
     }
 }
 
+/// The file in a data root that says it serves a PostgreSQL store (its redacted URL): a later
+/// open of that data root without `--store` is refused with a message naming the store, not
+/// taken for a SQLite data root whose database file went missing.
+pub const PG_MARK: &str = "postgres-store";
+
+impl Location {
+    /// Records in the data root `root` that it serves this store, when it is a PostgreSQL one
+    /// (see [`PG_MARK`]); written only when missing or different. Best effort: the mark only
+    /// sharpens a later error message.
+    pub fn mark(&self, root: &Path) {
+        let Location::Postgres(url) = self else { return };
+        let path = root.join(PG_MARK);
+        let text = format!("{}\n", url.redacted());
+        if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
+            return;
+        }
+        if let Err(e) = std::fs::write(&path, text) {
+            tracing::debug!("cannot write {}: {e}", path.display());
+        }
+    }
+}
+
+/// The PostgreSQL store the data root `root` was used with (its [`PG_MARK`]), if any.
+pub(crate) fn pg_mark(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(root.join(PG_MARK)).ok()?;
+    Some(text.trim().to_string()).filter(|t| !t.is_empty())
+}
+
 /// An open store, of either kind.
 pub enum Store {
     Sqlite(SqliteStore),
@@ -61,6 +89,14 @@ impl Store {
             Location::Sqlite(path) => Store::Sqlite(SqliteStore::open(path)?),
             Location::Postgres(url) => Store::Postgres(Box::new(PgStore::open(url)?)),
         })
+    }
+
+    /// The schema version of the open store (an open brings it up to this binary's, or fails).
+    pub fn schema_version(&self) -> i64 {
+        match self {
+            Store::Sqlite(_) => super::SCHEMA_VERSION,
+            Store::Postgres(_) => i64::from(super::pg::PG_SCHEMA_VERSION),
+        }
     }
 
     /// True for the shared PostgreSQL store.

@@ -22,8 +22,8 @@ mod schema;
 mod transfer;
 pub mod writer;
 
-pub use backend::{Location, Store};
-pub use pg::PgUrl;
+pub use backend::{Location, Store, PG_MARK};
+pub use pg::{PgUrl, PG_SCHEMA_VERSION};
 
 pub use ledger::{LapRow, LapWrite, RunEnd, RunRow, StepWrite};
 pub use transfer::{ExportItem, LapOut, MemoryOut, RunOut};
@@ -269,6 +269,18 @@ impl SqliteStore {
     /// after the store was created), or `None` when the data root looks brand new.
     fn emptied(path: &Path) -> Option<Error> {
         let root = path.parent().unwrap_or(path);
+        if let Some(store) = backend::pg_mark(root) {
+            return Some(Error::invalid(
+                "store",
+                "unset",
+                format!(
+                    "this data root serves the PostgreSQL store {store} (see its {} file) and holds no SQLite \
+                     database; pass that --store (or SLM_STORE) again, or use another --data-dir for a local \
+                     SQLite store",
+                    backend::PG_MARK
+                ),
+            ));
+        }
         let feed = root.join(crate::feed::FEED_DIR);
         if !feed.is_dir() {
             return None;

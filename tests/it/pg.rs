@@ -158,6 +158,14 @@ impl Cluster {
         let _ = self.run(&["pg_ctl", "-D", data.to_str().unwrap(), "-m", "immediate", "-w", "stop"]);
     }
 
+    /// Stops the server as an administrator would (`-m fast`: sessions are ended, open
+    /// transactions rolled back), keeping its files.
+    pub fn stop_fast(&self) {
+        let data = self.data_dir();
+        let out = self.run(&["pg_ctl", "-D", data.to_str().unwrap(), "-m", "fast", "-w", "stop"]);
+        assert!(out.status.success(), "pg_ctl stop: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// Starts the stopped server again on the same port.
     pub fn restart(&self) {
         let data = self.data_dir();

@@ -264,30 +264,58 @@ fn bad_store_values_exit_cleanly_and_never_show_the_password() {
     check(&run(&right, &["status"]), 1, "a newer schema", "newer than this slm");
 }
 
-/// The server goes away while a loop waits on another host: a remember during the outage
-/// exits 1 with one line and stores nothing; once the server is back, the waiting loop (still
-/// within its bounds) converges on the next remember, woken by its re-established listener.
+/// The server is stopped (`pg_ctl -m fast`) while a loop on host B waits with a 0.5 s poll,
+/// so it laps through the outage: those laps see nothing new (their ledger writes fail open,
+/// counted in `ledger_errors`) instead of ending the run `error`. A remember on host A during
+/// the outage exits 1 with one line naming the store, password redacted, and stores nothing.
+/// Once the server is back on the same port, the loop (within its bounds) converges on A's
+/// next remember.
 #[test]
 fn a_server_restart_while_a_loop_waits() {
     let cluster = Cluster::private();
     let url = cluster.database();
-    let (a, b) = (Root::on(&url), Root::on(&url));
+    let pw = "hunter2-pw";
+    let a = Root::on(&cluster.url_for("secret", Some(pw), &db_name(&url)));
+    let b = Root::on(&url);
     a.remember("an unrelated note about lunch", &[]);
     let mut args = vec!["--name", "outage", "--gate-query", "the database migration 31 finished"];
-    args.extend_from_slice(&["--poll-interval-s", "20", "--max-wallclock-s", "60", "--gate-min-score", "0.8"]);
+    args.extend_from_slice(&[
+        "--poll-interval-s",
+        "0.5",
+        "--max-wallclock-s",
+        "60",
+        "--max-iterations",
+        "200",
+        "--gate-min-score",
+        "0.8",
+    ]);
     let child = spawn_run(&b, &args);
-    wait_first_lap(&a, "outage");
-    cluster.stop();
+    let run_id = wait_first_lap(&a, "outage");
+    cluster.stop_fast();
     let o = a.run(&["remember", "written during the outage"]);
     let err = expect_exit(&o, 1, "remember during the outage");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("database error"), "{err}");
+    assert!(err.contains("database error at postgres://secret:***@localhost/"), "names the store: {err}");
+    assert!(err.contains("error connecting to server"), "says why: {err}");
+    assert!(!err.contains(pw) && !String::from_utf8_lossy(&o.stdout).contains(pw), "{err}");
+    // Several of B's polls fall in the outage.
+    std::thread::sleep(Duration::from_secs(2));
     cluster.restart();
     let id = a.remember("the database migration 31 finished", &[]);
     let r = result(child);
     assert_eq!(r["status"], "converged", "{r}");
+    assert_eq!(r["run_id"], run_id.as_str());
     assert_eq!(r["match"]["id"], id);
-    assert!(a.json(&["list", "--limit", "10"])["memories"].as_array().unwrap().iter().all(|m| m["content"] != "written during the outage"));
+    assert!(r["termination"]["ledger_errors"].as_u64() > Some(0), "laps ran during the outage: {r}");
+    let list = a.json(&["list", "--limit", "10"]);
+    let contents: Vec<&str> = list["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["the database migration 31 finished", "an unrelated note about lunch"], "nothing half-written");
+    let h = a.json(&["loop", "history", "--name", "outage"]);
+    assert_eq!(h["runs"][0]["final_status"], "converged", "{h}");
+}
+
+fn db_name(url: &str) -> String {
+    url.split('/').nth(3).unwrap().split('?').next().unwrap().to_string()
 }
 
 /// `slm export` from a local SQLite data root (memories and a loop run with its laps) piped
@@ -355,4 +383,34 @@ fn mcp_on_one_host_recalls_what_another_host_just_stored() {
     assert_eq!(after["result"]["structuredContent"]["hits"][0]["id"], id, "{after}");
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// `slm status` on PostgreSQL reports the PostgreSQL schema's version; a data root used with
+/// `--store` and then without is refused as a usage error (exit 2, field `store`) naming the
+/// store it serves, password redacted, and nothing is created in it.
+#[test]
+fn status_shows_the_postgres_schema_and_a_data_root_remembers_its_store() {
+    let cluster = Cluster::shared();
+    let url = cluster.database();
+    let pw = "hunter2-pw";
+    let host = Root::on(&cluster.url_for("secret", Some(pw), &db_name(&url)));
+    host.remember("the release notes were published", &[]);
+    let s = host.json(&["status"]);
+    assert_eq!(s["schema_version"], slm::storage::PG_SCHEMA_VERSION, "{s}");
+    let local = Root::new();
+    if local.store.is_none() {
+        assert_eq!(local.json(&["status"])["schema_version"], slm::storage::SCHEMA_VERSION);
+    }
+
+    let bare = Root { tmp: tempfile::tempdir().unwrap(), store: None };
+    std::fs::rename(host.dir(), bare.dir()).unwrap();
+    for args in [&["status"][..], &["remember", "a local note"][..], &["status", "--json"][..]] {
+        let o = bare.run(args);
+        let err = expect_exit(&o, 2, "the data root of a PostgreSQL host without --store");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("PostgreSQL store postgres://secret:***@localhost/"), "names the store: {err}");
+        assert!(err.contains("--store"), "says the fix: {err}");
+        assert!(!err.contains(pw), "{err}");
+    }
+    assert!(!bare.db_path().exists(), "no SQLite file was created");
 }

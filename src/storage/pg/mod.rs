@@ -24,6 +24,8 @@ pub mod listen;
 mod schema;
 mod transfer;
 
+pub use schema::PG_SCHEMA_VERSION;
+
 use std::cell::{Cell, RefCell, RefMut};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -129,9 +131,27 @@ pub fn redact(url: &str) -> String {
 pub(crate) fn pg_error(store: &str, e: &::postgres::Error) -> Error {
     let message = match e.as_db_error() {
         Some(db) => format!("{}: {}", db.severity(), db.message()),
-        None => e.to_string(),
+        // The client's own text names only the kind ("error connecting to server"); the
+        // cause says why (no such socket, connection refused, timed out).
+        None => match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
     };
-    Error::Postgres { store: store.to_string(), message: redact(&message) }
+    Error::Postgres { store: store.to_string(), message: redact(&message), unreachable: unreachable(e) }
+}
+
+/// True when `e` says the server is out of reach rather than that a statement failed: no
+/// connection could be made, the connection dropped or timed out, or the server is shutting
+/// down, crashed or still starting (SQLSTATE class 08, 57P01–57P03).
+fn unreachable(e: &::postgres::Error) -> bool {
+    if let Some(code) = e.code() {
+        let c = code.code();
+        return c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03");
+    }
+    e.is_closed()
+        || e.to_string().starts_with("timeout")
+        || std::error::Error::source(e).is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
 }
 
 /// The host name recorded with the runs this host starts.

@@ -89,6 +89,7 @@ fn version(c: &mut Client) -> std::result::Result<i32, ::postgres::Error> {
 fn too_new(store: &str, found: i32) -> Error {
     Error::Postgres {
         store: store.to_string(),
+        unreachable: false,
         message: format!(
             "the database has slm schema version {found}, newer than this slm's ({PG_SCHEMA_VERSION}); upgrade slm"
         ),
