@@ -1,14 +1,17 @@
 """Cross-process convergence (issue #11): from `slm remember` returning in one process to the
 waiting loop answering in another, at a 1 s poll.
 
-Usage: target/pyenv/bin/python scripts/bench-converge.py SLM_BINARY DATA_DIR [TRIALS]
-Prints one JSON line: median and p95 in ms for `slm loop run` (process exit included) and
+Usage: target/pyenv/bin/python scripts/bench-converge.py SLM_BINARY DATA_DIR [TRIALS] [--store URL]
+With `--store postgres://…` (issue #13) it measures across two "hosts": `DATA_DIR/a` remembers,
+`DATA_DIR/b` waits (two data roots with their own feed and derived files, one PostgreSQL
+database), so only LISTEN/NOTIFY can wake the loop before its poll. Prints one JSON line: median and p95 in ms for `slm loop run` (process exit included) and
 for `slm_loop_run` through `slm mcp` (the MCP Python SDK's answer), measured from `slm
 remember` returning (as issue #11 states it; the loop may answer before the writer's process
 has exited, hence negative figures) and from the commit itself (the memory's created_at).
 """
 
 import json
+import os
 import sqlite3
 import statistics
 import subprocess
@@ -20,11 +23,31 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-SLM, DATA = sys.argv[1], sys.argv[2]
-TRIALS = int(sys.argv[3]) if len(sys.argv) > 3 else 20
+ARGS = sys.argv[1:]
+STORE = None
+if "--store" in ARGS:
+    i = ARGS.index("--store")
+    STORE = ARGS[i + 1]
+    del ARGS[i:i + 2]
+SLM, DATA = ARGS[0], ARGS[1]
+TRIALS = int(ARGS[2]) if len(ARGS) > 2 else 20
+# Texts differ between runs, so a store reused by another run (a shared database) never
+# dedups a trial's memory into an old row.
+NONCE = int(time.time())
+# The writer's and the waiter's data roots: one on SQLite, two "hosts" on PostgreSQL.
+WRITER, WAITER = (f"{DATA}/a", f"{DATA}/b") if STORE else (DATA, DATA)
+ENV = dict(os.environ, SLM_STORE=STORE) if STORE else {k: v for k, v in os.environ.items() if k != "SLM_STORE"}
+
+
+def slm(root, *args):
+    return [SLM, "--data-dir", root, *args]
 
 
 def laps_of(name):
+    if STORE:
+        out = subprocess.run(slm(WRITER, "loop", "history", "--name", name, "--json"), env=ENV, capture_output=True)
+        runs = json.loads(out.stdout or b"{}").get("runs") or [{}]
+        return runs[0].get("laps") or 0
     try:
         db = sqlite3.connect(f"file:{DATA}/slm.db?mode=ro", uri=True, timeout=1)
         try:
@@ -45,12 +68,16 @@ def wait_first_lap(name):
 
 
 def remember(text):
-    subprocess.run([SLM, "--data-dir", DATA, "remember", text], check=True, capture_output=True)
+    subprocess.run(slm(WRITER, "remember", text), env=ENV, check=True, capture_output=True)
     return time.monotonic()
 
 
 def since_commit(text, answered_wall):
     """Seconds from the memory's commit (its created_at, stamped just before) to the answer."""
+    if STORE:
+        out = subprocess.run(slm(WRITER, "list", "--limit", "50", "--json"), env=ENV, capture_output=True, check=True)
+        created = next(m["created_at"] for m in json.loads(out.stdout)["memories"] if m["content"] == text)
+        return answered_wall - datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
     db = sqlite3.connect(f"file:{DATA}/slm.db?mode=ro", uri=True, timeout=5)
     try:
         created = db.execute("SELECT created_at FROM memories WHERE content = ?", (text,)).fetchone()[0]
@@ -72,10 +99,10 @@ def summary(xs):
 def cli_trials():
     out, commit = [], []
     for i in range(TRIALS):
-        name, text = f"cli-{i}", f"the release candidate {i} of the billing service shipped"
-        p = subprocess.Popen([SLM, "--data-dir", DATA, "loop", "run", "--name", name, "--gate-query", text,
-                              "--gate-min-score", "0.8", "--poll-interval-s", "1", "--max-wallclock-s", "60", "--json"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        name, text = f"cli-{i}", f"the release candidate {i}.{NONCE} of the billing service shipped"
+        p = subprocess.Popen(slm(WAITER, "loop", "run", "--name", name, "--gate-query", text,
+                                 "--gate-min-score", "0.8", "--poll-interval-s", "1", "--max-wallclock-s", "60", "--json"),
+                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         wait_first_lap(name)
         written = remember(text)
         p.wait()
@@ -87,11 +114,11 @@ def cli_trials():
 
 async def mcp_trials():
     out, commit = [], []
-    params = StdioServerParameters(command=SLM, args=["--data-dir", DATA, "mcp"])
+    params = StdioServerParameters(command=SLM, args=["--data-dir", WAITER, "mcp"], env=ENV)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
         await s.initialize()
         for i in range(TRIALS):
-            name, text = f"mcp-{i}", f"the migration {i} of the ledger database completed"
+            name, text = f"mcp-{i}", f"the migration {i}.{NONCE} of the ledger database completed"
             done = {}
 
             async def run():
@@ -109,8 +136,11 @@ async def mcp_trials():
     return out, commit
 
 
-subprocess.run([SLM, "--data-dir", DATA, "remember", "warm up the data root"], check=True, capture_output=True)
+for root in {WRITER, WAITER}:
+    os.makedirs(root, exist_ok=True)
+    subprocess.run(slm(root, "remember", "warm up the data root"), env=ENV, check=True, capture_output=True)
 cli, cli_commit = cli_trials()
 mcp, mcp_commit = anyio.run(mcp_trials)
-print(json.dumps({"from_remember_returning": {"cli_loop_run": summary(cli), "mcp_slm_loop_run": summary(mcp)},
+print(json.dumps({"store": "postgres" if STORE else "sqlite", "load_average": os.getloadavg(),
+                  "from_remember_returning": {"cli_loop_run": summary(cli), "mcp_slm_loop_run": summary(mcp)},
                   "from_commit": {"cli_loop_run": summary(cli_commit), "mcp_slm_loop_run": summary(mcp_commit)}}))

@@ -257,6 +257,14 @@ impl Engine {
         &self.root
     }
 
+    /// The shared PostgreSQL store this engine uses, if any (`None`: the data root's file).
+    pub fn data_root_store(&self) -> Option<&PgUrl> {
+        match &self.location {
+            Location::Postgres(url) => Some(url),
+            Location::Sqlite(_) => None,
+        }
+    }
+
     /// The data root's change feed, started on first use; `None` when it cannot be watched
     /// or `SLM_FEED=off` (then waiting loops poll).
     pub fn feed(&self) -> Option<Arc<Feed>> {
@@ -428,6 +436,15 @@ impl Engine {
         if self.store().read_only() {
             return Ok(0); // nothing can be stored; recall embeds pending rows on the fly
         }
+        if !self.store().try_backfill_lock()? {
+            return Ok(0); // another host's backfill embeds them (it runs until none is left)
+        }
+        let r = self.backfill_rows(max);
+        self.store().backfill_unlock();
+        r
+    }
+
+    fn backfill_rows(&self, max: usize) -> Result<usize> {
         let mut done = 0;
         while done < max {
             let rows = self.store().pending_rows(64.min(max - done))?;

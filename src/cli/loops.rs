@@ -398,7 +398,14 @@ pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i3
 fn spawn_backfill(engine: &Engine) {
     use std::os::unix::process::CommandExt;
     let Ok(exe) = std::env::current_exe() else { return };
-    let _ = std::process::Command::new(exe)
+    let mut child = std::process::Command::new(exe);
+    // The same store, whether it came from SLM_STORE or --store (in the environment, where
+    // `ps` does not show a password).
+    match engine.data_root_store() {
+        Some(url) => child.env("SLM_STORE", url.for_child_env()),
+        None => child.env_remove("SLM_STORE"),
+    };
+    let _ = child
         .arg("--data-dir")
         .arg(engine.data_dir())
         .arg("embed-pending")

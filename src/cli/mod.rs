@@ -335,6 +335,8 @@ fn open_with(global: &Global, embeds: Embeds) -> slm::Result<&'static Engine> {
 fn flush_engines() {
     // The answer goes out first; closing the store (a WAL checkpoint) follows it.
     let _ = std::io::Write::flush(&mut std::io::stdout());
+    // The process `_exit`s next: PostgreSQL sessions need no goodbye (see leave_at_exit).
+    slm::storage::pg::leave_at_exit();
     for e in OPENED.lock().drain(..) {
         e.close();
     }

@@ -171,6 +171,19 @@ impl Store {
     pub fn pending_rows(&self, limit: usize) -> Result<Vec<(i64, String)>> {
         both!(self, s => s.pending_rows(limit))
     }
+    /// True when this process may backfill pending vectors now: always on SQLite; on
+    /// PostgreSQL when no other session (on any host) is backfilling.
+    pub fn try_backfill_lock(&self) -> Result<bool> {
+        match self {
+            Store::Sqlite(_) => Ok(true),
+            Store::Postgres(s) => s.try_backfill_lock(),
+        }
+    }
+    pub fn backfill_unlock(&self) {
+        if let Store::Postgres(s) = self {
+            s.backfill_unlock();
+        }
+    }
     pub fn set_embedding(&mut self, id: i64, v: &[f32]) -> Result<bool> {
         both!(self, s => s.set_embedding(id, v))
     }

@@ -178,10 +178,13 @@ fn interleaved_commits_never_hide_a_row_from_a_watermark_reader() {
     assert!(missed.is_empty(), "the watermark reader missed {} rows, e.g. {:?}", missed.len(), &missed[..missed.len().min(5)]);
 }
 
-/// 4 processes on each of 2 hosts, 25 `slm remember` each: exactly 200 memories, and both
-/// hosts' recalls agree.
+/// 4 processes on each of 2 hosts, `n` `slm remember` each: exactly `8 n` memories, and both
+/// hosts' status, list and recall agree. `n` is 25 (200 memories, about a minute on a busy
+/// 2-core machine: each remember is a process that loads the model); the size,
+/// 250 each (2,000), runs with `SLM_TEST_PG_REMEMBERS=250`.
 #[test]
 fn eight_processes_on_two_hosts_store_exactly_the_count() {
+    let n: usize = std::env::var("SLM_TEST_PG_REMEMBERS").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
     let cluster = Cluster::shared();
     let url = cluster.database();
     let hosts = [Arc::new(Root::on(&url)), Arc::new(Root::on(&url))];
@@ -190,7 +193,7 @@ fn eight_processes_on_two_hosts_store_exactly_the_count() {
             let root = Arc::clone(&hosts[w % 2]);
             std::thread::spawn(move || {
                 let mut failures = Vec::new();
-                for i in 0..25 {
+                for i in 0..n {
                     let content = format!("host {} worker {w} finished task {i}", w % 2);
                     let out = root.run(&["remember", &content, "--tag", &format!("worker-{w}"), "--json"]);
                     if !out.status.success() {
@@ -203,8 +206,9 @@ fn eight_processes_on_two_hosts_store_exactly_the_count() {
         .collect();
     let failures: Vec<String> = workers.into_iter().flat_map(|h| h.join().unwrap()).collect();
     assert!(failures.is_empty(), "{} calls failed, first: {:?}", failures.len(), failures.first());
-    assert_eq!(hosts[0].count(), 200);
-    assert_eq!(hosts[1].count(), 200);
+    let total = 8 * n as u64;
+    assert_eq!(hosts[0].count(), total);
+    assert_eq!(hosts[1].count(), total);
     let ids = |r: &Root| -> Vec<i64> {
         r.json(&["recall", "worker 5 finished task 7", "--limit", "20"])["hits"]
             .as_array()
@@ -214,7 +218,10 @@ fn eight_processes_on_two_hosts_store_exactly_the_count() {
             .collect()
     };
     assert_eq!(ids(&hosts[0]), ids(&hosts[1]));
-    assert_eq!(hosts[1].json(&["list", "--tag", "worker-3", "--limit", "100"])["memories"].as_array().unwrap().len(), 25);
+    for h in &hosts {
+        let listed = h.json(&["list", "--tag", "worker-3", "--limit", "1000"]);
+        assert_eq!(listed["memories"].as_array().unwrap().len(), n, "{}", h.dir().display());
+    }
 }
 
 /// Bad store values: a malformed or foreign URL is invalid input naming `store` (exit 2); an

@@ -29,6 +29,7 @@ pub use schema::PG_SCHEMA_VERSION;
 use std::cell::{Cell, RefCell, RefMut};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ::postgres::fallible_iterator::FallibleIterator;
@@ -42,6 +43,10 @@ use crate::{Error, Result};
 /// The advisory lock every transaction that inserts memories holds (ids in commit order).
 pub const IDS_LOCK: i64 = 0x736c_6d00_0000_0002;
 
+/// The session advisory lock `slm embed-pending` holds on PostgreSQL: one backfill at a time
+/// across every host (see [`PgStore::try_backfill_lock`]).
+const BACKFILL_LOCK: i64 = 0x736c_6d00_0000_0003;
+
 /// A connection idle this long is checked (one empty query) before it is used again: the
 /// server may have restarted meanwhile, and the sync client notices only when it is used.
 const IDLE_RECHECK: Duration = Duration::from_secs(1);
@@ -54,6 +59,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct PgUrl {
     config: Box<Config>,
     redacted: String,
+    /// The URL as given, password included: only ever handed to a child process's environment.
+    raw: String,
 }
 
 impl std::fmt::Debug for PgUrl {
@@ -86,12 +93,18 @@ impl PgUrl {
         if config.get_application_name().is_none() {
             config.application_name("slm");
         }
-        Ok(Some(PgUrl { config: Box::new(config), redacted }))
+        Ok(Some(PgUrl { config: Box::new(config), redacted, raw: raw.to_string() }))
     }
 
     /// The URL with any password replaced by `***`: what messages and `status` show.
     pub fn redacted(&self) -> &str {
         &self.redacted
+    }
+
+    /// The URL as given, password included, for the `SLM_STORE` environment of a child `slm`
+    /// (never an argument: those show in `ps`). Never print it.
+    pub fn for_child_env(&self) -> &str {
+        &self.raw
     }
 
     /// Opens a connection (no TLS: see the module docs).
@@ -152,6 +165,18 @@ fn unreachable(e: &::postgres::Error) -> bool {
     e.is_closed()
         || e.to_string().starts_with("timeout")
         || std::error::Error::source(e).is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+}
+
+/// Set by [`leave_at_exit`].
+static LEAVING: AtomicBool = AtomicBool::new(false);
+
+/// Tells every PostgreSQL session of this process that the process is about to `_exit`, with
+/// everything committed: closing one then skips the goodbye handshake (a round trip, then the
+/// client's runtime shut down: several milliseconds per connection, which `slm loop run`
+/// callers waited for). The server sees the socket close outside any transaction, which it
+/// records only at DEBUG1 and treats like a goodbye.
+pub fn leave_at_exit() {
+    LEAVING.store(true, Ordering::Release);
 }
 
 /// The host name recorded with the runs this host starts.
@@ -338,9 +363,14 @@ impl PgStore {
         rows.iter().map(to_memory).collect()
     }
 
-    /// Ends the session cleanly (the server sees a goodbye, not a dropped socket).
+    /// Ends the session cleanly (the server sees a goodbye, not a dropped socket), or, once
+    /// the process is about to exit ([`leave_at_exit`]), leaves it to the exit.
     pub fn close(&mut self) {
         if let Some(c) = self.conn.borrow_mut().take() {
+            if LEAVING.load(Ordering::Acquire) {
+                std::mem::forget(c);
+                return;
+            }
             off_async(move || drop(c.close()));
         }
     }
@@ -429,6 +459,26 @@ impl PgStore {
             )
             .map_err(|e| self.err(e))?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// Takes [`BACKFILL_LOCK`] for this session if no other session holds it. Every `loop run`
+    /// and `loop step` on every host starts a backfill of the same shared pending rows; without
+    /// this, a burst of runs made a herd of processes embedding the same laps at once (each
+    /// with its model's threads), slowing every host. Released by [`PgStore::backfill_unlock`].
+    pub fn try_backfill_lock(&self) -> Result<bool> {
+        let row = self
+            .client()?
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&BACKFILL_LOCK])
+            .map_err(|e| self.err(e))?;
+        Ok(row.get(0))
+    }
+
+    /// Releases [`BACKFILL_LOCK`] (taken by [`PgStore::try_backfill_lock`]). Best effort: a
+    /// session that ends releases it too.
+    pub fn backfill_unlock(&self) {
+        if let Ok(mut c) = self.client() {
+            let _ = c.execute("SELECT pg_advisory_unlock($1)", &[&BACKFILL_LOCK]);
+        }
     }
 
     pub fn set_embedding(&mut self, id: i64, v: &[f32]) -> Result<bool> {
