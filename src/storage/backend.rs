@@ -135,8 +135,8 @@ impl Store {
     pub fn pending_rows(&self, limit: usize) -> Result<Vec<(i64, String)>> {
         both!(self, s => s.pending_rows(limit))
     }
-    pub fn set_embedding(&mut self, id: i64, v: &[f32]) -> Result<bool> {
-        both!(self, s => s.set_embedding(id, v))
+    pub fn set_embeddings(&mut self, rows: &[(i64, Vec<f32>)]) -> Result<usize> {
+        both!(self, s => s.set_embeddings(rows))
     }
     pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
         both!(self, s => s.vectors_or_content(ids))
