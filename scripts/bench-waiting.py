@@ -5,7 +5,8 @@ Usage: target/pyenv/bin/python scripts/bench-waiting.py SLM_BINARY DATA_DIR [LOO
 Prints one JSON line of figures. Uses the official MCP Python SDK (installed by scripts/test.sh).
 The idle window starts once every loop has recorded its first lap (read from the store), so
 start-up is not counted as idle; `start_s` says how long starting them all took.
-With SLM_BENCH_PERF=FILE, `perf record -g` samples the server during the idle window.
+With SLM_BENCH_PERF=FILE, `perf record -g` samples the server during the idle window; with
+SLM_BENCH_PERF_CONVERGE=FILE, during the 2 s from the matching write.
 """
 
 import json
@@ -90,9 +91,17 @@ async def main():
             rss = rss_mb(pid)
             if perf:
                 perf.wait()
+            conv = None
+            if os.environ.get("SLM_BENCH_PERF_CONVERGE"):
+                conv = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o",
+                                         os.environ["SLM_BENCH_PERF_CONVERGE"], "--", "sleep", "2"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                await anyio.sleep(0.3)  # perf is attached
             subprocess.run([SLM, "--data-dir", DATA, "remember", "the nightly release build 7 passed every test"], check=True,
                            capture_output=True)
             written = time.monotonic()
+            if conv:
+                await anyio.to_thread.run_sync(conv.wait)
         last = max(t for t, _, _ in done)
         after = sorted(t - written for t, _, _ in done)
         db = sqlite3.connect(f"file:{DATA}/slm.db?mode=ro", uri=True)

@@ -453,13 +453,44 @@ impl Engine {
             }
             let texts: Vec<&str> = rows.iter().map(|(_, c)| c.as_str()).collect();
             let vectors = self.embedder.embed(&texts)?;
-            let mut store = self.store();
-            for ((id, _), v) in rows.iter().zip(vectors.outer_iter()) {
-                store.set_embedding(*id, &v.to_vec())?;
-            }
+            let set: Vec<(i64, Vec<f32>)> = rows.iter().zip(vectors.outer_iter()).map(|((id, _), v)| (*id, v.to_vec())).collect();
+            self.store().set_embeddings(&set)?;
             done += rows.len();
         }
         Ok(done)
+    }
+
+    /// [`Engine::backfill_pending`] of every pending row, by one process per data root at a
+    /// time (`slm embed-pending`). Each `slm loop run` starts one when it ends, so runs ending
+    /// together would otherwise load the model as many times over to race for the same rows.
+    /// A process that finds the data root's `embed-pending.lock` held leaves the work to the
+    /// holder (returns 0); the holder looks again after letting go, so rows stored while it was
+    /// finishing are not left behind. Without a lock file (read-only media) it just runs.
+    pub fn backfill_pending_alone(&self) -> Result<usize> {
+        let path = self.data_dir().join("embed-pending.lock");
+        let mut done = 0;
+        loop {
+            let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path);
+            let held = match &lock {
+                Ok(f) => match f.try_lock() {
+                    Ok(()) => true,
+                    Err(std::fs::TryLockError::WouldBlock) => return Ok(done),
+                    Err(std::fs::TryLockError::Error(e)) => {
+                        tracing::warn!("cannot lock {}: {e}", path.display());
+                        false
+                    }
+                },
+                Err(_) => false,
+            };
+            let pass = self.backfill_pending(usize::MAX)?;
+            done += pass;
+            drop(lock);
+            // A pass that embedded nothing found no rows, or (PostgreSQL) another host's
+            // backfill holds the store-wide lock and runs until none is left: stop either way.
+            if !held || pass == 0 || self.store().pending_rows(1)?.is_empty() {
+                return Ok(done);
+            }
+        }
     }
 
     fn write_rows(

@@ -422,7 +422,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             }
         }
         Command::EmbedPending => {
-            let n = open(g)?.backfill_pending(usize::MAX)?;
+            let n = open(g)?.backfill_pending_alone()?;
             if g.json {
                 println!("{}", json!({"embedded": n}));
             }

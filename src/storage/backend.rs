@@ -184,8 +184,8 @@ impl Store {
             s.backfill_unlock();
         }
     }
-    pub fn set_embedding(&mut self, id: i64, v: &[f32]) -> Result<bool> {
-        both!(self, s => s.set_embedding(id, v))
+    pub fn set_embeddings(&mut self, rows: &[(i64, Vec<f32>)]) -> Result<usize> {
+        both!(self, s => s.set_embeddings(rows))
     }
     pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
         both!(self, s => s.vectors_or_content(ids))

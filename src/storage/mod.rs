@@ -625,15 +625,23 @@ impl SqliteStore {
     }
 
     /// Stores the vector of a row stored without one (no-op if another process did it first).
-    pub fn set_embedding(&mut self, id: i64, v: &[f32]) -> Result<bool> {
-        let n = self
-            .conn
-            .execute(
-                "UPDATE memories SET embedding = ?2 WHERE id = ?1 AND length(embedding) = 0",
-                params![id, crate::spaces::to_blob(v)],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(n == 1)
+    /// Stores the vectors of rows stored without one, in one transaction; a row embedded
+    /// meanwhile (by another process) keeps its vector. Returns how many were set.
+    pub fn set_embeddings(&mut self, rows: &[(i64, Vec<f32>)]) -> Result<usize> {
+        let path = self.path.clone();
+        let db_err = |source| db_error(&path, source);
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
+        let mut n = 0;
+        {
+            let mut st = tx
+                .prepare_cached("UPDATE memories SET embedding = ?2 WHERE id = ?1 AND length(embedding) = 0")
+                .map_err(db_err)?;
+            for (id, v) in rows {
+                n += st.execute(params![id, crate::spaces::to_blob(v)]).map_err(db_err)?;
+            }
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(n)
     }
 
     /// For each id that exists: `(id, embedding bytes (empty if not embedded yet), content)`.

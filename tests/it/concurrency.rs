@@ -33,3 +33,37 @@ fn four_processes_remember_fifty_each() {
         assert_eq!(l["memories"].as_array().unwrap().len(), 50);
     }
 }
+
+/// Runs ending together each start an `slm embed-pending`; one process per data root does the
+/// work and the others leave it to the holder, so the pending rows are embedded exactly once
+/// (the embedded counts sum to the rows pending) and none is left without a vector.
+#[test]
+fn concurrent_embed_pending_embed_each_row_once() {
+    let root = Root::new();
+    root.remember("the first memory loads the store", &[]);
+    let tags = vec!["loop:herd".to_string()];
+    let texts: Vec<String> = (0..300).map(|i| format!("loop herd lap {i}: gate command failed with exit 1")).collect();
+    {
+        let mut store = root.open_store();
+        let rows: Vec<slm::storage::NewRow<'_>> = texts
+            .iter()
+            .map(|t| slm::storage::NewRow { kind: slm::memory::Kind::Lap, content: t, tags: &tags, embedding: &[], created_at: None })
+            .collect();
+        store.insert(&rows).unwrap();
+        assert_eq!(store.pending_rows(1000).unwrap().len(), 300);
+    }
+    let procs: Vec<_> = (0..4)
+        .map(|_| root.cmd(&["embed-pending", "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap())
+        .collect();
+    let mut total = 0;
+    for p in procs {
+        let out = p.wait_with_output().unwrap();
+        assert!(out.status.success(), "embed-pending failed: {}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        total += v["embedded"].as_u64().unwrap();
+    }
+    assert_eq!(total, 300, "each pending row is embedded by exactly one process");
+    assert!(root.open_store().pending_rows(10).unwrap().is_empty());
+    let hits = root.json(&["recall", "gate command failed", "--tag", "loop:herd", "--limit", "3"]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 3);
+}

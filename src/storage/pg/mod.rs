@@ -481,15 +481,19 @@ impl PgStore {
         }
     }
 
-    pub fn set_embedding(&mut self, id: i64, v: &[f32]) -> Result<bool> {
-        let n = self
-            .client()?
-            .execute(
-                "UPDATE memories SET embedding = $2 WHERE id = $1 AND octet_length(embedding) = 0",
-                &[&id, &crate::spaces::to_blob(v)],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(n == 1)
+    /// Stores the vectors of rows stored without one, in one transaction (see SQLite's).
+    pub fn set_embeddings(&mut self, rows: &[(i64, Vec<f32>)]) -> Result<usize> {
+        let store = self.url.redacted().to_string();
+        let pg = |e: ::postgres::Error| pg_error(&store, &e);
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(pg)?;
+        let st = tx.prepare("UPDATE memories SET embedding = $2 WHERE id = $1 AND octet_length(embedding) = 0").map_err(pg)?;
+        let mut n = 0;
+        for (id, v) in rows {
+            n += tx.execute(&st, &[id, &crate::spaces::to_blob(v)]).map_err(pg)? as usize;
+        }
+        tx.commit().map_err(pg)?;
+        Ok(n)
     }
 
     pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
