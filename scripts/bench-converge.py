@@ -51,8 +51,10 @@ def laps_of(name):
     try:
         db = sqlite3.connect(f"file:{DATA}/slm.db?mode=ro", uri=True, timeout=1)
         try:
-            row = db.execute("SELECT laps FROM loop_runs WHERE name = ? ORDER BY rowid DESC LIMIT 1", (name,)).fetchone()
-            return row[0] if row else 0
+            # A running run's lap count is its last lap (the run row is updated at the end).
+            row = db.execute("SELECT (SELECT max(lap) FROM loop_laps l WHERE l.run_id = r.run_id) FROM loop_runs r "
+                             "WHERE name = ? ORDER BY rowid DESC LIMIT 1", (name,)).fetchone()
+            return (row[0] or 0) if row else 0
         finally:
             db.close()
     except sqlite3.Error:

@@ -50,7 +50,7 @@ def started_runs():
     try:
         db = sqlite3.connect(f"file:{DATA}/slm.db?mode=ro", uri=True, timeout=1)
         try:
-            return db.execute("SELECT count(*) FROM loop_runs WHERE laps >= 1").fetchone()[0]
+            return db.execute("SELECT count(DISTINCT run_id) FROM loop_laps").fetchone()[0]
         finally:
             db.close()
     except sqlite3.Error:

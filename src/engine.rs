@@ -24,7 +24,7 @@ use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
 use crate::mirror::{IndexFiles, Mirror, ProgressFn, STORE_ID_META};
 use crate::storage::writer::LedgerWriter;
-use crate::storage::{dedup_key, Location, NewRow, PgUrl, Store, DB_FILE};
+use crate::storage::{Location, NewRow, PgUrl, Store, DB_FILE};
 use crate::{Error, Result};
 
 pub use crate::index::HNSW_MIN;
@@ -421,8 +421,8 @@ impl Engine {
     /// Stores rows without embedding them (no model load): a later [`Engine::backfill_pending`]
     /// adds their vectors, and until then recall embeds them on the fly. Only for ledger laps,
     /// which no gate ever reads, so a missing vector can never change a gate's decision.
-    pub fn insert_pending(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, false, &[], &[])
+    pub fn insert_pending(&self, kind: Kind, rows: &[(&str, Vec<String>)], created: &[Option<&str>]) -> Result<Vec<Remembered>> {
+        self.write_rows(kind, rows, false, &[], created)
     }
 
     /// Prepares this engine for a long series of batch writes (an import): see
@@ -511,8 +511,9 @@ impl Engine {
             known.resize(rows.len(), None);
         } else {
             let store = self.store();
-            for (c, t) in rows {
-                known.push(store.find_dedup(&dedup_key(kind, c, t))?);
+            for (i, (c, t)) in rows.iter().enumerate() {
+                let at = created.get(i).copied().flatten();
+                known.push(crate::storage::find_row(|k| store.find_dedup(k), kind, c, t, at)?);
             }
         }
         if let Some(v) = given.iter().flatten().find(|v| v.len() != crate::embed::DIM) {
@@ -886,7 +887,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let e = engine(tmp.path());
         let tags = vec!["loop".to_string(), "loop:agent".to_string()];
-        let id = e.insert_pending(Kind::Lap, &[("loop agent lap 1: gate command failed", tags.clone())]).unwrap()[0].id;
+        let id = e.insert_pending(Kind::Lap, &[("loop agent lap 1: gate command failed", tags.clone())], &[]).unwrap()[0].id;
         e.remember("an unrelated memory", &[]).unwrap();
         let mut q = RecallQuery::new("gate command failed");
         q.tags = vec!["loop:agent".into()];

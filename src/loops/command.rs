@@ -329,7 +329,7 @@ pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped
         .map_err(|e| Error::Corrupt(format!("run {run_id}: unreadable started_at ({e})")))?;
 
     let mut store = engine.store();
-    let lap = store.step_locked(run_id, |row| {
+    let (lap, ts) = store.step_locked(run_id, |row| {
         if row.status.is_terminal() {
             return Err(Error::Ended { run_id: row.run_id, status: row.status.to_string() });
         }
@@ -364,7 +364,8 @@ pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped
             (s, reason, result.to_string())
         });
         let write = StepWrite { lap: lap.row(Some(if passed { 1.0 } else { 0.0 }), None, &[]), state: st.to_json(), end };
-        Ok((write, lap))
+        let ts = write.lap.ts.clone();
+        Ok((write, (lap, ts)))
     })?;
     drop(store);
     engine.announce(crate::feed::Topic::Ledger);
@@ -374,7 +375,7 @@ pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped
     // `slm embed-pending` (started by the CLI) adds it, and recall embeds it on the fly until
     // then. Like every ledger write it is fail-open.
     let mut ledger = Ledger::attach(engine, &run.name, run_id);
-    ledger.attach_lap_memory(&lap);
+    ledger.attach_lap_memory(&lap, &ts);
     Ok(Stepped {
         ok: true,
         run_id: run_id.to_string(),

@@ -304,9 +304,11 @@ impl<'e> Ledger<'e> {
     }
 
     /// Adds the ledger memory of a lap whose row is already written (an agent step, whose row
-    /// is decided and written under the database lock), stored without its vector.
-    pub fn attach_lap_memory(&mut self, lap: &LapOutcome) {
-        let r = self.engine.insert_pending(Kind::Lap, &[(lap.text.as_str(), self.tags.to_vec())]);
+    /// is decided and written under the database lock), stored without its vector. Its
+    /// creation time is the lap's `ts`, as for laps the ledger writer stores, so an export's
+    /// lap line finds its memory again by content, tags and time ([`crate::storage::row_key`]).
+    pub fn attach_lap_memory(&mut self, lap: &LapOutcome, ts: &str) {
+        let r = self.engine.insert_pending(Kind::Lap, &[(lap.text.as_str(), self.tags.to_vec())], &[Some(ts)]);
         if let Some(id) = self.check(r).and_then(|v| v.first().map(|m| m.id)) {
             let r = self.engine.store().lap_set_memory(&self.run_id, lap.lap, id);
             self.check(r);

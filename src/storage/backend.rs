@@ -126,7 +126,7 @@ impl Store {
     pub fn meta_init(&mut self, key: &str, value: &str) -> Result<String> {
         both!(self, s => s.meta_init(key, value))
     }
-    pub fn find_dedup(&self, key: &[u8; 32]) -> Result<Option<i64>> {
+    pub fn find_dedup(&self, key: &[u8]) -> Result<Option<i64>> {
         both!(self, s => s.find_dedup(key))
     }
     pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {

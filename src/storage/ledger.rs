@@ -3,8 +3,9 @@
 //! The loop engine ([`crate::loops`]) decides what to record; this file only knows how. Each
 //! write is its own short transaction, except
 //! the laps and ends of blocking runs, which the ledger writer commits in batches. History and show are indexed reads: history walks
-//! `loop_runs` by rowid (start order) or by the `name` index, show is a primary-key range on
-//! `loop_laps`, so both stay fast with millions of laps.
+//! `loop_runs` by rowid (start order) or by the `name` index, show is a range of the
+//! `(run_id, lap)` index of `loop_laps` (rows stored in arrival order, see schema v6), so both
+//! stay fast with millions of laps.
 
 use rusqlite::{params, OptionalExtension};
 
@@ -83,8 +84,22 @@ pub struct RunEnd<'a> {
     pub result: &'a str,
 }
 
+/// A run's lap count as read (an SQL expression over `loop_runs`): a running run's is its
+/// last lap, because the ledger writer does not update the run row on every lap (an idle lap
+/// would touch the run's page too), only at the end. One probe of `loop_laps`' (run_id, lap)
+/// key; the same SQL on SQLite and PostgreSQL.
+macro_rules! run_laps {
+    () => {
+        "CASE WHEN status = 'running'
+         THEN coalesce((SELECT max(l.lap) FROM loop_laps l WHERE l.run_id = loop_runs.run_id), laps)
+         ELSE laps END"
+    };
+}
+pub(crate) use run_laps;
+
+/// The columns [`raw_run`] reads.
 pub(super) const RUN_COLUMNS: &str =
-    "run_id, name, params, status, reason, laps, started_at, ended_at, pid, proc_start, result, state";
+    concat!("run_id, name, params, status, reason, ", run_laps!(), ", started_at, ended_at, pid, proc_start, result, state");
 
 /// The columns of [`RUN_COLUMNS`] before they are typed.
 pub(super) struct RawRun {
@@ -191,9 +206,6 @@ impl SqliteStore {
                 st.execute(params![w.run_id, lap.lap, lap.ts, lap.decision, lap.passed, lap.detail, lap.score, lap.budget, id, lap.rejected])
             })
             .map_err(db_err)?;
-            tx.prepare_cached("UPDATE loop_runs SET laps = max(laps, ?2) WHERE run_id = ?1")
-                .and_then(|mut st| st.execute(params![w.run_id, lap.lap]))
-                .map_err(db_err)?;
         }
         tx.commit().map_err(db_err)?;
         Ok(())

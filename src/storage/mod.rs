@@ -169,7 +169,40 @@ pub struct SqliteStore {
     bulk: bool,
 }
 
-/// The exact-dedup key of a row: sha256 over kind, content and the sorted tag set.
+/// The stored dedup key of a row created at `created_at` (RFC 3339 UTC, as stored). A
+/// memory's is its [`dedup_key`]: the same content with the same tags is stored once. A
+/// ledger lap's starts with `0xFF` and its creation time, then 16 bytes of that digest: laps
+/// are records of distinct moments, and a time-ordered key appends to the unique index
+/// instead of landing on a random page for every idle lap (a thousand waiting loops write a
+/// thousand laps a second). The same lap (content, tags, time) is still stored once, so an
+/// export imported twice stores its laps once.
+pub fn row_key(kind: Kind, content: &str, sorted_tags: &[String], created_at: &str) -> Vec<u8> {
+    let digest = dedup_key(kind, content, sorted_tags);
+    match kind {
+        Kind::Memory => digest.to_vec(),
+        Kind::Lap => [&[0xFF][..], created_at.as_bytes(), &digest[..16]].concat(),
+    }
+}
+
+/// The id of a stored row with this kind, content and tags (and, for a ledger lap, creation
+/// time: without it only a lap stored before schema v6 is found), using `find` to look a key up.
+pub(crate) fn find_row(
+    find: impl Fn(&[u8]) -> Result<Option<i64>>,
+    kind: Kind,
+    content: &str,
+    sorted_tags: &[String],
+    created_at: Option<&str>,
+) -> Result<Option<i64>> {
+    if let (Kind::Lap, Some(at)) = (kind, created_at) {
+        if let Some(id) = find(&row_key(kind, content, sorted_tags, at))? {
+            return Ok(Some(id));
+        }
+    }
+    // A memory's key; for a lap, the key laps had before schema v6 (a store upgraded in place).
+    find(&dedup_key(kind, content, sorted_tags))
+}
+
+/// The exact-dedup digest of a row: sha256 over kind, content and the sorted tag set.
 pub fn dedup_key(kind: Kind, content: &str, sorted_tags: &[String]) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(kind.as_str().as_bytes());
@@ -414,10 +447,10 @@ impl SqliteStore {
     }
 
     /// The id of a row with this dedup key, if one exists.
-    pub fn find_dedup(&self, key: &[u8; 32]) -> Result<Option<i64>> {
+    pub fn find_dedup(&self, key: &[u8]) -> Result<Option<i64>> {
         self.conn
             .prepare_cached("SELECT id FROM memories WHERE dedup_key = ?1")
-            .and_then(|mut st| st.query_row([&key[..]], |r| r.get(0)).optional())
+            .and_then(|mut st| st.query_row([key], |r| r.get(0)).optional())
             .map_err(|e| self.err(e))
     }
 
@@ -680,7 +713,7 @@ impl SqliteStore {
 /// tags) is already stored keeps its id (`ON CONFLICT DO NOTHING` makes two processes storing
 /// the same text at once harmless).
 fn insert_row(tx: &rusqlite::Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> rusqlite::Result<(i64, bool)> {
-    let key = dedup_key(row.kind, row.content, row.tags);
+    let key = row_key(row.kind, row.content, row.tags, created_at);
     let n = tx
         .prepare_cached(
             "INSERT INTO memories(kind, content, created_at, dedup_key, embedding)
@@ -742,5 +775,79 @@ mod tests {
         let listed: Vec<i64> = store.list(&tags[1..], None, 10, None).unwrap().iter().map(|m| m.id).collect();
         assert_eq!(listed, vec![ids[1], ids[0]]);
         assert!(store.list(&["absent".to_string()], None, 10, None).unwrap().is_empty());
+    }
+
+    /// A store at schema v5 (laps keyed by run and lap, lap memories by content) upgrades in
+    /// place: its laps keep their order and memories, a running run's lap count is its last
+    /// lap, and an imported lap line still finds its memory by the old key. New laps are keyed
+    /// by time: the same text at two moments is two records, at the same moment one.
+    #[test]
+    fn a_v5_ledger_upgrades_in_place_and_new_laps_are_keyed_by_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(DB_FILE);
+        let tags = vec!["loop".to_string(), "loop:old".to_string()];
+        let text = "loop old lap 1: continue";
+        {
+            let conn = Connection::open(&path).unwrap();
+            for (i, sql) in schema::MIGRATIONS[..5].iter().enumerate() {
+                conn.execute_batch(sql).unwrap();
+                conn.pragma_update(None, "user_version", (i + 1) as i64).unwrap();
+            }
+            let params = crate::record::RunParams {
+                limits: crate::record::Limits {
+                    max_iterations: 20,
+                    max_wallclock_s: 60.0,
+                    poll_interval_s: 1.0,
+                    max_tokens: 0,
+                    no_progress_window: 0,
+                    gate_min_score: 0.8,
+                },
+                gate: crate::record::GateSpec::Memory { gate_query: "q".into(), gate_tags: vec![], gate_verify: vec![], gate_nli_min: 0.5 },
+            };
+            conn.execute(
+                "INSERT INTO loop_runs(run_id, name, params, status, laps, started_at, pid, proc_start)
+                 VALUES ('old-1', 'old', ?1, 'running', 1, '2026-01-01T00:00:00.000000Z', 1, 1)",
+                [params.to_json()],
+            )
+            .unwrap();
+            let key = dedup_key(Kind::Lap, text, &tags);
+            conn.execute(
+                "INSERT INTO memories(kind, content, created_at, dedup_key, embedding)
+                 VALUES ('lap', ?1, '2026-01-01T00:00:01.000000Z', ?2, x'')",
+                params![text, &key[..]],
+            )
+            .unwrap();
+            for t in &tags {
+                conn.execute("INSERT INTO memory_tags(memory_id, tag) VALUES (1, ?1)", [t]).unwrap();
+            }
+            for lap in [3, 1, 2] {
+                conn.execute(
+                    "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
+                     VALUES ('old-1', ?1, ?2, 'continue', 0, 'd', 0.5, '{}', 1)",
+                    params![lap, format!("2026-01-01T00:00:0{lap}.000000Z")],
+                )
+                .unwrap();
+            }
+        }
+        let mut store = SqliteStore::open(&path).unwrap();
+        assert_eq!(schema::user_version(&store.conn).unwrap(), SCHEMA_VERSION);
+        let laps: Vec<(i64, Option<i64>)> = store.run_laps("old-1", 10).unwrap().iter().map(|l| (l.lap, l.memory_id)).collect();
+        assert_eq!(laps, [(1, Some(1)), (2, Some(1)), (3, Some(1))]);
+        assert_eq!(store.run_get("old-1").unwrap().unwrap().laps, 3, "a running run's count is its last lap");
+        let find = |store: &SqliteStore, at: Option<&str>| find_row(|k| store.find_dedup(k), Kind::Lap, text, &tags, at).unwrap();
+        assert_eq!(find(&store, Some("2026-01-01T00:00:01.000000Z")), Some(1), "the v5 key still finds the lap");
+
+        let at = ["2026-12-01T00:00:01.000001Z", "2026-12-01T00:00:02.000002Z"];
+        let row = |i: usize| NewRow { kind: Kind::Lap, content: "loop new lap 1: continue", tags: &tags, embedding: &[], created_at: Some(at[i]) };
+        let first = store.insert(&[row(0), row(1)]).unwrap();
+        assert!(first.iter().all(|(_, deduped)| !deduped) && first[0].0 != first[1].0, "{first:?}");
+        assert_eq!(store.insert(&[row(1)]).unwrap(), [(first[1].0, true)]);
+        let find_new = |at: Option<&str>| find_row(|k| store.find_dedup(k), Kind::Lap, "loop new lap 1: continue", &tags, at).unwrap();
+        assert_eq!(find_new(Some(at[0])), Some(first[0].0));
+        assert_eq!(find_new(None), None, "a time-keyed lap is found only with its time");
+        // Memories keep content dedup whatever their time.
+        let m = |at: &'static str| NewRow { kind: Kind::Memory, content: "the build passed", tags: &[], embedding: &[], created_at: Some(at) };
+        let a = store.insert(&[m(at[0])]).unwrap()[0];
+        assert_eq!(store.insert(&[m(at[1])]).unwrap(), [(a.0, true)]);
     }
 }

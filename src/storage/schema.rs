@@ -80,6 +80,31 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE loop_laps ADD COLUMN rejected TEXT;
     "#,
+    // v6: laps in arrival order. A thousand runs waiting in one process each add a lap a
+    // second; keyed by (run_id, lap) as a WITHOUT ROWID table, every lap landed (whole row)
+    // in a different leaf page, which made idle laps most of what waiting cost. Rows now
+    // append to the rowid table; only a small (run_id, lap) index entry goes in key order.
+    r#"
+    CREATE TABLE loop_laps_v6 (
+        seq       INTEGER PRIMARY KEY,
+        run_id    TEXT NOT NULL,
+        lap       INTEGER NOT NULL,
+        ts        TEXT NOT NULL,
+        decision  TEXT NOT NULL,
+        passed    INTEGER NOT NULL,
+        detail    TEXT NOT NULL,
+        score     REAL,
+        budget    TEXT NOT NULL,                -- JSON
+        memory_id INTEGER,                      -- the lap's `kind = 'lap'` memory
+        rejected  TEXT
+    );
+    INSERT INTO loop_laps_v6(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
+        SELECT run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected
+        FROM loop_laps ORDER BY ts, run_id, lap;
+    DROP TABLE loop_laps;
+    ALTER TABLE loop_laps_v6 RENAME TO loop_laps;
+    CREATE UNIQUE INDEX loop_laps_by_run ON loop_laps(run_id, lap);
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -11,7 +11,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::ledger::{lap_row, LAP_COLUMNS};
-use super::{db_error, dedup_key, LapRow, SqliteStore};
+use super::{db_error, find_row, LapRow, SqliteStore};
 use crate::memory::Kind;
 use crate::Result;
 
@@ -90,8 +90,11 @@ impl SqliteStore {
         {
             let mut st = tx
                 .prepare(
-                    "SELECT run_id, name, params, status, reason, laps, started_at, ended_at, cancel_requested, result, state
-                     FROM loop_runs ORDER BY rowid",
+                    concat!(
+                    "SELECT run_id, name, params, status, reason, ",
+                    crate::storage::ledger::run_laps!(),
+                    ", started_at, ended_at, cancel_requested, result, state FROM loop_runs ORDER BY rowid"
+                ),
                 )
                 .map_err(err)?;
             let mut rows = st.query([]).map_err(err)?;
@@ -170,7 +173,7 @@ impl SqliteStore {
     /// when one with that content and those (normalised) tags is stored; true when stored.
     pub fn lap_import(&mut self, lap: &LapOut) -> Result<bool> {
         let memory_id = match &lap.memory {
-            Some((content, tags)) => self.find_dedup(&dedup_key(Kind::Lap, content, tags))?,
+            Some((content, tags)) => find_row(|k| self.find_dedup(k), Kind::Lap, content, tags, Some(&lap.row.ts))?,
             None => None,
         };
         let exists: Option<i64> = self

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use ::postgres::fallible_iterator::FallibleIterator;
 use ::postgres::{Client, Config, NoTls, Transaction};
 
-use super::{dedup_key, NewRow, VectorVisitor};
+use super::{row_key, NewRow, VectorVisitor};
 use crate::feed::Topic;
 use crate::memory::{now_rfc3339, Kind, Memory};
 use crate::{Error, Result};
@@ -294,10 +294,10 @@ impl PgStore {
         Ok(self.meta(key)?.unwrap_or_else(|| value.to_string()))
     }
 
-    pub fn find_dedup(&self, key: &[u8; 32]) -> Result<Option<i64>> {
+    pub fn find_dedup(&self, key: &[u8]) -> Result<Option<i64>> {
         let row = self
             .client()?
-            .query_opt("SELECT id FROM memories WHERE dedup_key = $1", &[&&key[..]])
+            .query_opt("SELECT id FROM memories WHERE dedup_key = $1", &[&key])
             .map_err(|e| self.err(e))?;
         Ok(row.map(|r| r.get(0)))
     }
@@ -565,7 +565,7 @@ fn notify(tx: &mut Transaction<'_>, topic: Topic) -> Result<(), ::postgres::Erro
 
 /// Inserts one row and its tags (the caller holds [`IDS_LOCK`]): `(id, deduped)`.
 fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> Result<(i64, bool), ::postgres::Error> {
-    let key = dedup_key(row.kind, row.content, row.tags);
+    let key = row_key(row.kind, row.content, row.tags, created_at);
     let inserted = tx.query_opt(
         "INSERT INTO memories(kind, content, created_at, dedup_key, embedding) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (dedup_key) DO NOTHING RETURNING id",

@@ -5,7 +5,7 @@
 use super::ledger::{lap_row, LAP_COLUMNS};
 use super::{pg_error, PgStore};
 use crate::memory::Kind;
-use crate::storage::{dedup_key, ExportItem, LapOut, MemoryOut, RunOut};
+use crate::storage::{find_row, ExportItem, LapOut, MemoryOut, RunOut};
 use crate::Result;
 
 fn split_tags(t: Option<String>) -> Vec<String> {
@@ -38,8 +38,11 @@ impl PgStore {
         }
         for r in tx
             .query(
-                "SELECT run_id, name, params, status, reason, laps, started_at, ended_at, cancel_requested, result, state
-                 FROM loop_runs ORDER BY seq",
+                concat!(
+                    "SELECT run_id, name, params, status, reason, ",
+                    crate::storage::ledger::run_laps!(),
+                    ", started_at, ended_at, cancel_requested, result, state FROM loop_runs ORDER BY seq"
+                ),
                 &[],
             )
             .map_err(pg)?
@@ -110,7 +113,7 @@ impl PgStore {
     /// Stores an imported lap unless stored, linked to its ledger memory when that is stored.
     pub fn lap_import(&mut self, lap: &LapOut) -> Result<bool> {
         let memory_id = match &lap.memory {
-            Some((content, tags)) => self.find_dedup(&dedup_key(Kind::Lap, content, tags))?,
+            Some((content, tags)) => find_row(|k| self.find_dedup(k), Kind::Lap, content, tags, Some(&lap.row.ts))?,
             None => None,
         };
         let exists = self
