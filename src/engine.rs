@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::{Mutex, MutexGuard};
 use serde::Serialize;
 
+use crate::embed::query_cache::QueryCache;
 use crate::embed::Embedder;
 use crate::feed::{Feed, Topic};
 use crate::index::exact::Sweep;
@@ -182,6 +183,8 @@ pub struct Engine {
     /// Gate queries already embedded, with their token counts: many loops waiting on the same
     /// signal embed it once (a model call costs milliseconds; the text decides the vector).
     query_vectors: Mutex<HashMap<String, QueryVector>>,
+    /// Query vectors kept in the data root for later processes (`None`: a test embedder).
+    query_cache: Option<QueryCache>,
     refreshes: Refreshes,
 }
 
@@ -228,6 +231,7 @@ impl Engine {
                 });
             }
         }
+        let query_cache = embedder.model_files().and_then(|f| QueryCache::new(&root.dir, f));
         Ok(Engine {
             root: root.dir.clone(),
             location,
@@ -240,6 +244,7 @@ impl Engine {
             running_loops: AtomicUsize::new(0),
             ledger_writer: OnceLock::new(),
             query_vectors: Mutex::new(HashMap::new()),
+            query_cache,
             refreshes: Refreshes::default(),
         })
     }
@@ -335,12 +340,27 @@ impl Engine {
             return Ok(hit.clone());
         }
         let tokens = self.embedder.count_tokens(query)? as u64;
-        let v: Arc<[f32]> = self.embedder.embed_one(query)?.into();
+        let v: Arc<[f32]> = self.embed_query(query)?.into();
         if cache.len() >= QUERY_CACHE {
             cache.clear();
         }
         cache.insert(query.to_string(), (Arc::clone(&v), tokens));
         Ok((v, tokens))
+    }
+
+    /// The vector of a query: from the data root's [`QueryCache`] when an earlier process
+    /// embedded the same text with the same model, else from the model (and kept there).
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        if let Some(v) = self.query_cache.as_ref().and_then(|c| c.get(query)) {
+            return Ok(v);
+        }
+        let v = self.embedder.embed_one(query)?;
+        if let Some(c) = &self.query_cache {
+            if !self.store().read_only() {
+                c.put(query, &v);
+            }
+        }
+        Ok(v)
     }
 
     /// The embedder this engine uses.
@@ -576,7 +596,7 @@ impl Engine {
         }
         let tags = memory::normalize_tags(&q.tags)?;
         let include_laps = q.include_laps || tags.iter().any(|t| t.starts_with("loop:"));
-        let qv = self.embedder.embed_one(&q.query)?;
+        let qv = self.embed_query(&q.query)?;
         let only_ids = if tags.is_empty() { None } else { Some(self.store().ids_with_all_tags(&tags)?) };
         let min_score = q.min_score.map_or(-1.0, |s| s as f32);
         let filter = Filter { include_laps, only_ids: only_ids.as_deref(), after_id: 0, min_score };

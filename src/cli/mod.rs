@@ -16,6 +16,7 @@ use std::sync::Arc;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use serde_json::json;
 
+use slm::embed::query_cache::QueryCache;
 use slm::embed::OnnxEmbedder;
 use slm::engine::{DataRoot, Engine, RecallQuery};
 use slm::Error;
@@ -298,7 +299,7 @@ static OPENED: parking_lot::Mutex<Vec<&'static Engine>> = parking_lot::Mutex::ne
 /// reclaims it at exit; [`flush_engines`] first prints, then writes what its ledger writer
 /// still holds and closes the store, so the data root is left cleanly closed.
 fn open(global: &Global) -> slm::Result<&'static Engine> {
-    open_with(global, Embeds::No)
+    open_with(global, Embeds::No, None)
 }
 
 /// What a one-shot command will ask of the model, so that loading it can start at once.
@@ -319,12 +320,18 @@ enum Embeds {
 /// that exit never tears the runtime down under a loading thread.
 static LOADS: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>> = parking_lot::Mutex::new(Vec::new());
 
-fn open_with(global: &Global, embeds: Embeds) -> slm::Result<&'static Engine> {
+/// `query`: the one text the command embeds, when known. If an earlier process left its
+/// vector in the data root (`slm::embed::query_cache`), the model is not loaded at all.
+fn open_with(global: &Global, embeds: Embeds, query: Option<&str>) -> slm::Result<&'static Engine> {
     let embedder = Arc::new(OnnxEmbedder::locate().quick_start());
-    let model = matches!(embeds, Embeds::Text | Embeds::TextAndTokens);
+    let root = DataRoot::resolve(global.data_dir.clone())?.with_store(global.store.as_deref())?;
+    let cached = || {
+        let files = slm::embed::Embedder::model_files(&*embedder);
+        query.zip(files).and_then(|(q, f)| QueryCache::new(&root.dir, f).map(|c| c.contains(q))).unwrap_or(false)
+    };
+    let model = matches!(embeds, Embeds::Text | Embeds::TextAndTokens) && !cached();
     let count = matches!(embeds, Embeds::Tokens | Embeds::TextAndTokens);
     LOADS.lock().extend(embedder.preload(model, count));
-    let root = DataRoot::resolve(global.data_dir.clone())?.with_store(global.store.as_deref())?;
     let engine: &'static Engine = Box::leak(Box::new(Engine::open(&root, embedder)?));
     attach_progress(engine, global.json, "indexing vectors");
     OPENED.lock().push(engine);
@@ -369,12 +376,12 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
     let out = output::Printer { json: g.json };
     match cli.command {
         Command::Remember { content, tags } => {
-            let r = open_with(g, Embeds::Text)?.remember(&content, &tags)?;
+            let r = open_with(g, Embeds::Text, None)?.remember(&content, &tags)?;
             out.remembered(&r);
         }
         Command::Recall { query, limit, tags, min_score, laps } => {
             let q = RecallQuery { query, limit, tags, min_score, include_laps: laps };
-            let r = open_with(g, Embeds::Text)?.recall(&q)?;
+            let r = open_with(g, Embeds::Text, Some(&q.query))?.recall(&q)?;
             out.recalled(&r);
         }
         Command::List { tags, limit, kind, before } => {
@@ -458,17 +465,19 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             let req = args.request();
             // Bad input is refused before the data root is opened (or created).
             slm::loops::explain::validate(&req)?;
-            return loops::gate_check(open_with(g, Embeds::TextAndTokens)?, &req, g.json);
+            return loops::gate_check(open_with(g, Embeds::TextAndTokens, None)?, &req, g.json);
         }
         Command::Loop(cmd) => {
             // Reject bad loop input before touching the data root: nothing is written.
             let checked = cmd.check()?;
-            let embeds = match &checked {
-                loops::Checked::Run(c) if matches!(c.gate, slm::record::GateSpec::Memory { .. }) => Embeds::TextAndTokens,
-                loops::Checked::Run(_) => Embeds::Tokens,
-                _ => Embeds::No,
+            let (embeds, query) = match &checked {
+                loops::Checked::Run(c) => match &c.gate {
+                    slm::record::GateSpec::Memory { gate_query, .. } => (Embeds::TextAndTokens, Some(gate_query.clone())),
+                    _ => (Embeds::Tokens, None),
+                },
+                _ => (Embeds::No, None),
             };
-            return loops::dispatch(open_with(g, embeds)?, checked, g.json);
+            return loops::dispatch(open_with(g, embeds, query.as_deref())?, checked, g.json);
         }
     }
     Ok(0)

@@ -9,6 +9,7 @@
 mod count;
 pub mod locate;
 mod onnx;
+pub mod query_cache;
 pub mod testing;
 
 pub use locate::ModelFiles;
@@ -45,5 +46,11 @@ pub trait Embedder: Send + Sync {
     /// True once the model is in memory (lazy embedders load on first use).
     fn is_loaded(&self) -> bool {
         true
+    }
+
+    /// The model's files, when it is read from disk: they identify the model for vectors kept
+    /// between processes ([`query_cache`]). `None`: nothing is kept.
+    fn model_files(&self) -> Option<&ModelFiles> {
+        None
     }
 }

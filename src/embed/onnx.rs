@@ -164,6 +164,8 @@ pub fn prepare_optimized_model(files: &ModelFiles) -> std::result::Result<std::p
 }
 
 fn load_model(files: &ModelFiles, quick: bool) -> std::result::Result<Mutex<TextEmbedding>, String> {
+    // The query cache's test (and a curious user, with SLM_LOG=debug) sees when the model loads.
+    tracing::debug!("loading the embedding model from {}", files.model_dir.display());
     files.check().map_err(|e| e.to_string())?;
     let env = runtime(files)?;
     let tokenizer_files = TokenizerFiles {
@@ -253,5 +255,9 @@ impl Embedder for OnnxEmbedder {
 
     fn is_loaded(&self) -> bool {
         matches!(self.model.get(), Some(Ok(_)))
+    }
+
+    fn model_files(&self) -> Option<&ModelFiles> {
+        self.files.as_ref().ok()
     }
 }

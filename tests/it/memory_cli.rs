@@ -5,7 +5,7 @@ use std::sync::Arc;
 use slm::embed::{Embedder, OnnxEmbedder};
 use slm::spaces::cosine_plain;
 
-use crate::common::Root;
+use crate::common::{stderr, Root};
 
 #[test]
 fn paraphrase_ranks_the_right_memory_first() {
@@ -162,4 +162,45 @@ fn memory_from_another_process_is_visible_without_restart() {
     root.json(&["forget", &id.to_string()]);
     let again = engine.recall(&q).unwrap();
     assert!(again.hits.iter().all(|h| h.id != id));
+}
+
+/// A query embedded once is kept in the data root: the next process that recalls it (or waits
+/// on it as a gate query) answers without loading the model, with the same hits and scores; a
+/// new query still loads it. Damaging the kept vector makes it a miss, never a wrong answer.
+#[test]
+fn a_repeated_query_is_answered_without_loading_the_model() {
+    let root = Root::new();
+    root.remember("review complete: PR #42 is approved", &["pr-42"]);
+    root.remember("the nightly build failed on ARM", &[]);
+    let recall = |q: &str| {
+        let out = root.cmd(&["recall", q, "--json"]).env("SLM_LOG", "slm=debug").output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let loaded = stderr(&out).contains("loading the embedding model");
+        (serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap(), loaded)
+    };
+    let (first, loaded) = recall("is PR 42 approved");
+    assert!(loaded, "the first recall of a query embeds it");
+    let (again, loaded) = recall("is PR 42 approved");
+    assert!(!loaded, "a repeated query is read from the data root");
+    assert_eq!(first, again);
+    let (_, loaded) = recall("did the build fail");
+    assert!(loaded, "a new query loads the model");
+    // The gate query of a loop run is kept the same way.
+    let run = |max: &str| {
+        root.cmd(&["loop", "run", "--name", "cached", "--gate-query", "is PR 42 approved", "--gate-min-score", "0.6", "--max-iterations", max, "--json"])
+            .env("SLM_LOG", "slm=debug")
+            .output()
+            .unwrap()
+    };
+    let out = run("1");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "converged", "{v}");
+    assert!(!stderr(&out).contains("loading the embedding model"), "{}", stderr(&out));
+    // A damaged entry is a miss: the model loads and the answer is unchanged.
+    for e in std::fs::read_dir(root.dir().join("queries")).unwrap() {
+        std::fs::write(e.unwrap().path(), b"garbage").unwrap();
+    }
+    let (damaged, loaded) = recall("is PR 42 approved");
+    assert!(loaded);
+    assert_eq!(first, damaged);
 }
