@@ -39,6 +39,9 @@ pub fn hnsw_min() -> usize {
 /// Largest `limit` accepted by recall and list.
 pub const MAX_LIMIT: usize = 1000;
 
+/// Most queries `slm index verify` generates (`n` in 1..=this).
+pub const MAX_VERIFY_QUERIES: usize = 10_000;
+
 /// The meta key recording which model wrote a data root's vectors.
 const MODEL_META: &str = "embedding_model";
 
@@ -708,6 +711,9 @@ impl Engine {
     /// Checks the search against brute force on `n` queries (half random unit vectors, half
     /// stored vectors with noise), 10 deep: returns `(queries, mismatches)`. `slm index verify`.
     pub fn verify_index(&self, n: usize) -> Result<(usize, usize)> {
+        // The queries are generated up front (1.5 KiB each): an unchecked count is an
+        // allocation that aborts the process.
+        memory::validate_limit("queries", n, MAX_VERIFY_QUERIES)?;
         self.refresh()?;
         let mut s = 0x9E37_79B9_7F4A_7C15u64;
         let mut r = move || {

@@ -17,7 +17,7 @@ pub enum IndexCommand {
     /// Check the search against a brute-force scan on N generated queries (exit 1 on any
     /// difference).
     Verify {
-        /// How many queries.
+        /// How many queries (1-10000).
         #[arg(long, default_value_t = 100)]
         queries: usize,
     },

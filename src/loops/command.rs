@@ -341,7 +341,8 @@ pub fn step(engine: &Engine, run_id: &str, args: &CheckedStep) -> Result<Stepped
             lap: row.laps + 1,
             passed,
             detail: &detail,
-            tokens: st.tokens_used + args.tokens,
+            // Steps report what they like (up to i64::MAX each): the sum saturates, never wraps.
+            tokens: st.tokens_used.saturating_add(args.tokens),
             stalled: st.stalled,
             elapsed_s: (now - started_ms) as f64 / 1000.0,
             past_deadline: now >= deadline_ms,

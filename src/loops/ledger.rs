@@ -147,7 +147,7 @@ pub fn decide(l: &Limits, passed: bool, lap: i64, tokens: u64, stalled: i64, pas
 /// builds its budget and, on the last lap, the reason.
 pub fn decide_lap(name: &str, l: &Limits, input: &LapInput<'_>, count_tokens: impl FnOnce(&str) -> u64) -> LapOutcome {
     let text = lap_text(name, input.lap, input.detail);
-    let tokens = input.tokens + count_tokens(&text);
+    let tokens = input.tokens.saturating_add(count_tokens(&text));
     let status = decide(l, input.passed, input.lap, tokens, input.stalled, input.past_deadline);
     let budget = json!({
         "tokens_used": tokens, "max_tokens": l.max_tokens,

@@ -3,11 +3,13 @@
 //! rmcp (3.11) drops a line that is not JSON without a word, answers an invalid envelope
 //! (`jsonrpc` missing or not "2.0", a non-string `method`, non-object `params`) with
 //! `-32600` but *without* the request's id, and answers `tools/call` without params, or with
-//! non-object `arguments`, as `-32601 method not found`. A client waiting on that id would
-//! hang. So `slm mcp` reads stdin line by line here (MCP's stdio framing is one message a
-//! line) and answers such lines itself, with the id when there is one (JSON-RPC: `null`
-//! when it cannot be read): `-32700` for a line that is not JSON, `-32600` for an invalid
-//! envelope, `-32602` for bad `params`. Every other line goes to rmcp unchanged, and rmcp's
+//! non-object `arguments`, as `-32601 method not found`; a numeric id that is not an i64
+//! (2^63, 1.5) gets `-32600` without the id too, and a line that is not UTF-8 would end
+//! the input (and the server). A client waiting on that id would hang. So `slm mcp` reads
+//! stdin line by line here (MCP's stdio framing is one message a line) and answers such
+//! lines itself, with the id when there is one (JSON-RPC: `null` when it cannot be read):
+//! `-32700` for a line that is not UTF-8 JSON, `-32600` for an invalid envelope, `-32602`
+//! for bad `params`. Every other line goes to rmcp unchanged, and rmcp's
 //! output goes to stdout unchanged; both writers share one line-atomic stdout.
 
 use serde_json::{json, Value};
@@ -38,7 +40,12 @@ fn check_message(v: &Value) -> Option<Value> {
     };
     let id = match obj.get("id") {
         None => Value::Null,
-        Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+        Some(id @ Value::String(_)) => id.clone(),
+        // rmcp reads a numeric id as an i64 and answers any other number without the id.
+        Some(Value::Number(n)) if n.is_i64() => Value::Number(n.clone()),
+        Some(id @ Value::Number(_)) => {
+            return Some(error(id.clone(), INVALID_REQUEST, "Invalid Request: a numeric id must be an integer from -2^63 to 2^63-1"))
+        }
         Some(_) => return Some(error(Value::Null, INVALID_REQUEST, "Invalid Request: id must be a string or a number")),
     };
     let Some(method) = obj.get("method") else {
@@ -107,11 +114,28 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut lines = BufReader::new(input).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        match check_line(&line) {
+    let mut input = BufReader::new(input);
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        match input.read_until(b'\n', &mut raw).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        for end in [b'\n', b'\r'] {
+            if raw.last() == Some(&end) {
+                raw.pop();
+            }
+        }
+        // A line that is not UTF-8 is a parse error like any other bad line; reading it as
+        // text would end the input, and with it the server.
+        let verdict = match std::str::from_utf8(&raw) {
+            Ok(line) => check_line(line),
+            Err(e) => Verdict::Reply(error(Value::Null, PARSE_ERROR, format!("Parse error: not UTF-8: {e}"))),
+        };
+        match verdict {
             Verdict::Pass => {
-                if to_rmcp.write_all(line.as_bytes()).await.is_err() || to_rmcp.write_all(b"\n").await.is_err() {
+                if to_rmcp.write_all(&raw).await.is_err() || to_rmcp.write_all(b"\n").await.is_err() {
                     break;
                 }
                 let _ = to_rmcp.flush().await;
@@ -183,6 +207,11 @@ mod tests {
             assert_eq!((r["id"].clone(), r["error"]["code"].as_i64()), (json!(7), Some(code)), "{line}");
         }
         assert_eq!(reply(r#"{"id":"a","method":"ping"}"#)["id"], "a");
+        // Numbers rmcp cannot read as an id (not an i64) are answered here, with the id.
+        for id in ["9223372036854775808", "1.5"] {
+            let r = reply(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#));
+            assert_eq!((r["id"].to_string(), r["error"]["code"].as_i64()), (id.to_string(), Some(INVALID_REQUEST)), "{id}");
+        }
         assert_eq!(reply(r#"[{"jsonrpc":"2.0","id":3,"method":"ping"}]"#)[0]["id"], 3);
         for ok in [
             r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,

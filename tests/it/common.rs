@@ -1,9 +1,13 @@
-//! Helpers shared by the integration tests: a temporary data root and a way to run `slm`.
+//! Helpers shared by the integration tests: a temporary data root, a way to run `slm`, and
+//! `slm mcp` driven line by line over its stdio.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// The `slm` binary cargo built for these tests.
 pub fn slm_bin() -> PathBuf {
@@ -107,7 +111,8 @@ pub fn stderr(o: &Output) -> String {
 pub fn expect_exit(o: &Output, code: i32, what: &str) -> String {
     let err = stderr(o);
     assert_eq!(o.status.code(), Some(code), "{what}: wrong exit code; stderr: {err}");
-    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE"), "{what}: panic: {err}");
+    // src/main.rs's hook turns a panic into one "internal error … please report this" line.
+    assert!(!err.contains("panicked") && !err.contains("RUST_BACKTRACE") && !err.contains("please report this"), "{what}: panic: {err}");
     err
 }
 
@@ -123,5 +128,79 @@ pub fn wait_running(root: &Root, name: &str) -> String {
         }
         assert!(std::time::Instant::now() < deadline, "run of {name} never showed as running");
         std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `slm mcp` with its stdin and stdout, reading replies on a thread so a missing one is a
+/// failed assertion, not a hung test. Its stderr goes to a file in the root's temp dir.
+pub struct RawMcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    pub replies: mpsc::Receiver<String>,
+    stderr_path: PathBuf,
+}
+
+impl RawMcp {
+    /// Starts `slm mcp` on `root` and completes the initialize handshake.
+    pub fn start(root: &Root) -> RawMcp {
+        RawMcp::start_with(root, &[])
+    }
+
+    /// The same, with `args` after `slm mcp` (e.g. `--profile whole`).
+    pub fn start_with(root: &Root, args: &[&str]) -> RawMcp {
+        let stderr_path = tempfile::Builder::new().prefix("mcp-stderr").tempfile_in(root.tmp.path()).unwrap().into_temp_path().keep().unwrap();
+        let mut child = root
+            .cmd(&[&["mcp"], args].concat())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path).unwrap())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, replies) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut m = RawMcp { child, stdin, replies, stderr_path };
+        m.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}).to_string());
+        assert_eq!(m.reply()["result"]["serverInfo"]["name"], "slm");
+        m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        m
+    }
+
+    /// Writes one line (a newline is added).
+    pub fn send(&mut self, line: &str) {
+        self.send_bytes(line.as_bytes());
+    }
+
+    /// Writes one line of raw bytes (not necessarily UTF-8).
+    pub fn send_bytes(&mut self, line: &[u8]) {
+        self.stdin.write_all(line).and_then(|()| self.stdin.write_all(b"\n")).and_then(|()| self.stdin.flush()).unwrap_or_else(|e| {
+            panic!("slm mcp stopped reading ({e}); stderr: {}", self.stderr())
+        });
+    }
+
+    /// The next reply; 30 s without one fails (the client would hang).
+    pub fn reply(&self) -> Value {
+        let line = self.replies.recv_timeout(Duration::from_secs(30)).expect("no reply from slm mcp");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for RawMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

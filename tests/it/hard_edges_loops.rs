@@ -3,15 +3,13 @@
 //! `error` (CLI and MCP); a wall-clock the laps can never wait out is said; `slm mcp`
 //! answers every malformed or invalid JSON-RPC line, with its id.
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{expect_exit, slm_bin, stderr, wait_running, Root};
+use crate::common::{expect_exit, slm_bin, stderr, wait_running, RawMcp, Root};
 
 /// An executable shell script at `path` that exits with `code`.
 fn script(path: &Path, code: i32) {
@@ -168,62 +166,6 @@ fn a_wall_clock_the_laps_cannot_wait_out_is_said_once() {
     assert!(!err.contains("note"), "{err}");
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["termination"]["notes"], json!([]));
-}
-
-/// `slm mcp` with its stdin and stdout, reading replies on a thread so a missing one is a
-/// failed assertion, not a hung test.
-struct RawMcp {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    replies: mpsc::Receiver<String>,
-}
-
-impl RawMcp {
-    fn start(root: &Root) -> RawMcp {
-        let mut child = Command::new(slm_bin())
-            .arg("--data-dir")
-            .arg(root.dir())
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, replies) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut m = RawMcp { child, stdin, replies };
-        m.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}).to_string());
-        assert_eq!(m.reply()["result"]["serverInfo"]["name"], "slm");
-        m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
-        m
-    }
-
-    fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// The next reply; 30 s without one fails (the client would hang).
-    fn reply(&self) -> Value {
-        let line = self.replies.recv_timeout(Duration::from_secs(30)).expect("no reply from slm mcp");
-        serde_json::from_str(&line).unwrap()
-    }
-}
-
-impl Drop for RawMcp {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! They run the real `slm` binary as a subprocess against a real SQLite file in a temporary
 //! data root, with the real model installed by `scripts/setup.sh`.
 
+mod adversarial;
 mod agent_loops;
 mod cli_conventions;
 mod common;
