@@ -216,11 +216,6 @@ impl Cluster {
         let out = self.run(&["pg_ctl", "-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-o", opts, "-w", "start"]);
         assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
     }
-
-    /// The URL of database `db` as user `slm` over loopback TCP, with `params` appended.
-    pub fn tcp_url(&self, db: &str, params: &str) -> String {
-        format!("postgres://slm@127.0.0.1:{}/{db}?{params}", self.port)
-    }
 }
 
 impl Drop for Cluster {

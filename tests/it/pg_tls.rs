@@ -130,14 +130,18 @@ fn sslmode_against_a_tls_server() {
     fails(&slm(&by_ip(&db, "sslmode=verify-full&sslrootcert=/nonexistent/ca.pem"), &["status"]), 2, "a missing root file", "sslrootcert");
 }
 
-/// Against a server without TLS: `require` fails with one line (exit 1), `prefer` connects in
-/// plain text.
+/// Against a server without TLS: `require` and `verify-full` fail with one line (exit 1),
+/// `prefer` and `disable` connect in plain text.
 #[test]
 fn sslmode_against_a_server_without_tls() {
     let cluster = Cluster::private_tcp(None);
     let db = cluster.database_name();
     let url = |params: &str| format!("postgres://slm:{PW}@127.0.0.1:{}/{db}?{params}", cluster.port);
     fails(&slm(&url("sslmode=require"), &["remember", "never stored"]), 1, "require, no TLS", "server does not support TLS");
+    let certs = tempfile::tempdir().unwrap();
+    let ca = make_ca(certs.path(), "ca");
+    let verify = url(&format!("sslmode=verify-full&sslrootcert={}", ca.display()));
+    fails(&slm(&verify, &["remember", "never stored"]), 1, "verify-full, no TLS", "server does not support TLS");
     works(&slm(&url("sslmode=prefer"), &["remember", "plain text is fine here"]), "prefer, no TLS");
     works(&slm(&url("sslmode=disable"), &["remember", "plain text on purpose"]), "disable");
     assert_eq!(Root::on(&url("sslmode=disable")).count(), 2, "both plain remembers stored, nothing else");
