@@ -49,32 +49,37 @@ TCP="postgres://slm@127.0.0.1:$PORT/remember_tcp?sslmode=disable"
 TLS="postgres://slm@127.0.0.1:$PORT/remember_tls?sslmode=require"
 RECALL_PG="postgres://slm@localhost/recall?host=$PG&port=$PORT"
 
-# median_of RUNS LABEL -- ARGV... : runs ARGV RUNS times (after one warm-up), `{i}` in an
-# argument replaced by the run's number; prints the label and the median wall time in ms.
-median_of() {
+# medians RUNS LABEL ARGV [LABEL ARGV ...], each ARGV one string of words: runs the commands
+# round-robin (so a busy machine slows them alike), RUNS times after one warm-up each, `{i}`
+# replaced by the run's number; prints each label's median wall time in ms.
+medians() {
   $PY - "$@" <<'PYEOF'
-import statistics, subprocess, sys, time
-runs, label, argv = int(sys.argv[1]), sys.argv[2], sys.argv[4:]
-walls = []
+import shlex, statistics, subprocess, sys, time
+runs, specs = int(sys.argv[1]), sys.argv[2:]
+cases = [(specs[k], shlex.split(specs[k + 1])) for k in range(0, len(specs), 2)]
+walls = {label: [] for label, _ in cases}
 for i in range(runs + 1):
-    args = [a.replace("{i}", str(i)) for a in argv]
-    t0 = time.perf_counter()
-    p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = (time.perf_counter() - t0) * 1000
-    if p.returncode != 0:
-        sys.exit(f"bench-pg: {label}: exit {p.returncode}: {p.stderr.decode()}")
-    if i > 0:
-        walls.append(wall)
-print(f"{label:<44} {statistics.median(walls):8.1f} ms  (min {min(walls):.1f}, max {max(walls):.1f})")
+    for label, argv in cases:
+        args = [a.replace("{i}", str(i)) for a in argv]
+        t0 = time.perf_counter()
+        p = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wall = (time.perf_counter() - t0) * 1000
+        if p.returncode != 0:
+            sys.exit(f"bench-pg: {label}: exit {p.returncode}: {p.stderr.decode()}")
+        if i > 0:
+            walls[label].append(wall)
+for label, w in walls.items():
+    print(f"{label:<44} {statistics.median(w):8.1f} ms  (min {min(w):.1f}, max {max(w):.1f})")
 PYEOF
 }
 
 echo "slm remember, whole process, median of $REMEMBERS"
-median_of "$REMEMBERS" "SQLite" -- "$BIN" --data-dir "$WORK/r-sqlite" remember "bench note {i} about the build"
-median_of "$REMEMBERS" "PostgreSQL, Unix socket" -- env SLM_STORE="$SOCK" "$BIN" --data-dir "$WORK/r-sock" remember "bench note {i} about the build"
-median_of "$REMEMBERS" "PostgreSQL, loopback TCP, plain" -- env SLM_STORE="$TCP" "$BIN" --data-dir "$WORK/r-tcp" remember "bench note {i} about the build"
-median_of "$REMEMBERS" "PostgreSQL, loopback TCP, TLS (require)" -- env SLM_STORE="$TLS" "$BIN" --data-dir "$WORK/r-tls" remember "bench note {i} about the build"
-
+NOTE='remember "bench note {i} about the build"'
+medians "$REMEMBERS" \
+  "SQLite" "$BIN --data-dir $WORK/r-sqlite $NOTE" \
+  "PostgreSQL, Unix socket" "env SLM_STORE='$SOCK' $BIN --data-dir $WORK/r-sock $NOTE" \
+  "PostgreSQL, loopback TCP, plain" "env SLM_STORE='$TCP' $BIN --data-dir $WORK/r-tcp $NOTE" \
+  "PostgreSQL, loopback TCP, TLS (require)" "env SLM_STORE='$TLS' $BIN --data-dir $WORK/r-tls $NOTE"
 [ "$N" -gt 0 ] || exit 0
 echo "slm recall at $N memories, warm derived files, median of $RUNS"
 $PY - "$WORK/seed.jsonl" <<'PYEOF'
@@ -92,6 +97,8 @@ $PY scripts/gen-store.py "$WORK/seed/slm.db" "$N" "$WORK/gen.jsonl"
 "$BIN" --data-dir "$WORK/q-sqlite" import "$WORK/gen.jsonl" >/dev/null
 SLM_STORE="$RECALL_PG" "$BIN" --data-dir "$WORK/q-pg" import "$WORK/gen.jsonl" >/dev/null
 rm -f "$WORK/gen.jsonl"
-# The first recall of each root builds its derived files (warm-up of median_of).
-median_of "$RUNS" "recall, SQLite" -- "$BIN" --data-dir "$WORK/q-sqlite" recall "did the nightly job fail on ARM"
-median_of "$RUNS" "recall, PostgreSQL (Unix socket)" -- env SLM_STORE="$RECALL_PG" "$BIN" --data-dir "$WORK/q-pg" recall "did the nightly job fail on ARM"
+# The first recall of each root builds its derived files (the warm-up round).
+Q='recall "did the nightly job fail on ARM"'
+medians "$RUNS" \
+  "recall, SQLite" "$BIN --data-dir $WORK/q-sqlite $Q" \
+  "recall, PostgreSQL (Unix socket)" "env SLM_STORE='$RECALL_PG' $BIN --data-dir $WORK/q-pg $Q"
