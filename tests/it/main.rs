@@ -26,5 +26,6 @@ mod memory_cli;
 mod nli;
 mod pg;
 mod pg_store;
+mod pg_tls;
 mod plugin;
 mod setup;

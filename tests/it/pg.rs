@@ -17,6 +17,8 @@ pub struct Cluster {
     pub port: u16,
     /// The OS user the server runs as (`None`: the current user).
     user: Option<&'static str>,
+    /// The server options (`pg_ctl -o`), kept for a restart.
+    opts: String,
     next_db: Mutex<u32>,
 }
 
@@ -73,6 +75,16 @@ impl Cluster {
 
     /// A cluster of the caller's own (for a test that stops the server).
     pub fn private() -> Cluster {
+        Cluster::start(None)
+    }
+
+    /// A cluster of the caller's own that also listens on loopback TCP (127.0.0.1, trust) on a
+    /// free port, with `ssl = on` when `tls` gives the server's certificate and key files.
+    pub fn private_tcp(tls: Option<(&Path, &Path)>) -> Cluster {
+        Cluster::start(Some(tls))
+    }
+
+    fn start(tcp: Option<Option<(&Path, &Path)>>) -> Cluster {
         let bin = server_bin().expect("PostgreSQL server binaries (initdb) not found; run scripts/test.sh");
         let dir = tempfile::Builder::new().prefix("slm-pg-").tempdir().expect("tempdir");
         let user = is_root().then_some("postgres");
@@ -81,28 +93,47 @@ impl Cluster {
             assert!(st.success(), "chown the cluster directory to postgres");
         }
         // A port per process, so parallel test binaries never share a socket name.
-        let port = 20_000 + (std::process::id() % 40_000) as u16;
-        let mut c = Cluster { dir, bin, port, user, next_db: Mutex::new(0) };
+        let mut port = 20_000 + (std::process::id() % 40_000) as u16;
+        if tcp.is_some() {
+            // TCP ports are shared by every cluster on the machine: ask the kernel for a free one.
+            port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        }
+        let mut c = Cluster { dir, bin, port, user, opts: String::new(), next_db: Mutex::new(0) };
         let data = c.data_dir();
         let out = c.run(&["initdb", "-D", data.to_str().unwrap(), "-U", "slm", "--auth=trust", "-E", "UTF8", "--no-sync"]);
         assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
         // A second role with a password, for the wrong-credentials tests.
         std::fs::write(
             data.join("pg_hba.conf"),
-            "local all secret scram-sha-256\nlocal all all trust\n",
+            "local all secret scram-sha-256\nlocal all all trust\nhost all all 127.0.0.1/32 trust\n",
         )
         .expect("pg_hba.conf");
-        let opts = format!(
-            "-k {} -c listen_addresses='' -p {} -c fsync=off -c max_connections=200",
+        let listen = if tcp.is_some() { "127.0.0.1" } else { "" };
+        let mut opts = format!(
+            "-k {} -c listen_addresses='{listen}' -p {} -c fsync=off -c max_connections=200",
             c.dir.path().display(),
             c.port
         );
+        if let Some(Some((cert, key))) = tcp {
+            for (from, to) in [(cert, "server.crt"), (key, "server.key")] {
+                std::fs::copy(from, data.join(to)).expect("copy the server's TLS files");
+            }
+            let key = data.join("server.key");
+            std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod key");
+            if let Some(u) = user {
+                let st = Command::new("chown").arg(u).arg(data.join("server.crt")).arg(&key).status().expect("chown");
+                assert!(st.success(), "chown the TLS files to {u}");
+            }
+            opts.push_str(" -c ssl=on -c log_connections=on");
+        }
+        c.opts = opts.clone();
         let log = c.dir.path().join("log");
         let out = c.run(&["pg_ctl", "-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-o", &opts, "-w", "start"]);
         if !out.status.success() {
             // The port may be taken by an unrelated server: one more try on another.
             c.port = c.port.wrapping_add(7919) % 40_000 + 20_000;
             let opts = opts.replace(&format!("-p {}", port), &format!("-p {}", c.port));
+            c.opts = opts.clone();
             let out = c.run(&["pg_ctl", "-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-o", &opts, "-w", "start"]);
             assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
         }
@@ -142,6 +173,12 @@ impl Cluster {
 
     /// A fresh database for one test; returns its URL.
     pub fn database(&self) -> String {
+        let db = self.database_name();
+        self.url_for("slm", None, &db)
+    }
+
+    /// A fresh database for one test; returns its name.
+    pub fn database_name(&self) -> String {
         let n = {
             let mut n = self.next_db.lock().unwrap();
             *n += 1;
@@ -149,7 +186,12 @@ impl Cluster {
         };
         let db = format!("t{n}");
         self.sql("postgres", &format!("CREATE DATABASE {db}"));
-        self.url_for("slm", None, &db)
+        db
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
     }
 
     /// Stops the server at once (as a crash would), keeping its files.
@@ -169,9 +211,9 @@ impl Cluster {
     /// Starts the stopped server again on the same port.
     pub fn restart(&self) {
         let data = self.data_dir();
-        let opts = format!("-k {} -c listen_addresses='' -p {} -c fsync=off -c max_connections=200", self.socket_dir().display(), self.port);
+        let opts = &self.opts;
         let log = self.dir.path().join("log");
-        let out = self.run(&["pg_ctl", "-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-o", &opts, "-w", "start"]);
+        let out = self.run(&["pg_ctl", "-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-o", opts, "-w", "start"]);
         assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
     }
 }

@@ -15,13 +15,12 @@
 //! - **Announcements on commit.** Writers `NOTIFY slm_memories|slm_control|slm_ledger` inside
 //!   their transaction; PostgreSQL delivers it on commit to every listening host.
 //!
-//! TLS is not compiled in (no system TLS library is needed): `sslmode=disable` or `prefer`
-//! connect in plain text, `sslmode=require` is refused by the client. Use a Unix socket, a
-//! loopback or a tunnel (or a VPN) between hosts and server.
+//! TLS follows the URL's `sslmode` with libpq's meanings, on rustls (see [`tls`]).
 
 mod ledger;
 pub mod listen;
 mod schema;
+mod tls;
 mod transfer;
 
 pub use schema::PG_SCHEMA_VERSION;
@@ -34,6 +33,8 @@ use std::time::{Duration, Instant};
 
 use ::postgres::fallible_iterator::FallibleIterator;
 use ::postgres::{Client, Config, NoTls, Transaction};
+
+use self::tls::Connector;
 
 use super::{row_key, NewRow, VectorVisitor};
 use crate::feed::Topic;
@@ -58,6 +59,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct PgUrl {
     config: Box<Config>,
+    /// Plain, or TLS with the verifier `sslmode` asks for (built once per URL).
+    connector: Connector,
     redacted: String,
     /// The URL as given, password included: only ever handed to a child process's environment.
     raw: String,
@@ -82,7 +85,10 @@ impl PgUrl {
                 "must be a postgres:// or postgresql:// URL (unset, the data root's SQLite file is used)",
             ));
         }
-        let mut config = Config::from_str(raw)
+        // `sslmode`/`sslrootcert` are read here: the client knows neither `verify-*` nor
+        // `sslrootcert`.
+        let ssl = tls::split_params(raw);
+        let mut config = Config::from_str(&ssl.url)
             .map_err(|e| Error::invalid("store", &redacted, format!("must be a valid PostgreSQL URL: {e}")))?;
         if config.get_hosts().is_empty() {
             return Err(Error::invalid("store", &redacted, "must name a host (or a socket directory: ?host=/run/postgresql)"));
@@ -93,7 +99,8 @@ impl PgUrl {
         if config.get_application_name().is_none() {
             config.application_name("slm");
         }
-        Ok(Some(PgUrl { config: Box::new(config), redacted, raw: raw.to_string() }))
+        let connector = tls::connector(&ssl, &mut config, &redacted)?;
+        Ok(Some(PgUrl { config: Box::new(config), connector, redacted, raw: raw.to_string() }))
     }
 
     /// The URL with any password replaced by `***`: what messages and `status` show.
@@ -107,9 +114,13 @@ impl PgUrl {
         &self.raw
     }
 
-    /// Opens a connection (no TLS: see the module docs).
+    /// Opens a connection, with TLS as `sslmode` says (see [`tls`]).
     pub(crate) fn connect(&self) -> Result<Client> {
-        self.config.connect(NoTls).map_err(|e| pg_error(&self.redacted, &e))
+        match &self.connector {
+            Connector::Plain => self.config.connect(NoTls),
+            Connector::Tls(tls) => self.config.connect(tls.clone()),
+        }
+        .map_err(|e| pg_error(&self.redacted, &e))
     }
 }
 
