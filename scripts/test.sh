@@ -38,6 +38,15 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
 fi
 
+# The `openssl` CLI makes the throwaway CA and server certificate of the TLS tests
+# (tests/it/pg_tls.rs).
+if ! command -v openssl >/dev/null 2>&1; then
+  echo "== installing Debian's openssl (certificates for tests/it/pg_tls.rs)"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssl >/dev/null
+fi
+
 # Debian's Chromium and playwright-core (no browser download) for the dashboard browser test.
 if ! command -v chromium >/dev/null 2>&1; then
   echo "== installing Debian's chromium"

@@ -88,7 +88,14 @@ fn a_large_store_is_searched_through_its_files_with_the_same_results() {
     let r = root.json(&["recall", "is PR 42 approved", "--limit", "5"]);
     assert!(r["hits"].as_array().unwrap().iter().all(|h| h["id"] != approved), "{r}");
     same_as_in_memory(&root, &["recall", "is PR 42 approved", "--limit", "10"]);
-    // A rebuild compacts it away.
+    // A rebuild compacts it away. It holds rows with vectors: let the loop's background
+    // `slm embed-pending` give its lap one first (the repeated queries above no longer load
+    // the model, so the test can get here before that process is done).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !root.open_store().pending_rows(10).unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the loop's lap was never embedded");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let rebuilt = root.json(&["index", "rebuild"]);
     // 6,000 imported, the fresh memory and the loop's lap; the forgotten one is gone.
     assert_eq!(rebuilt["rows"], 6000 + 1 + 1, "{rebuilt}");
