@@ -77,9 +77,10 @@ impl QueryCache {
         decode(&bytes, text)
     }
 
-    /// Stores the vector of `text` (best effort; a damaged entry is replaced).
+    /// Stores the vector of `text` (best effort; called after a miss, so an entry that is
+    /// there is a damaged one, or a racing process's identical one: replaced either way).
     pub fn put(&self, text: &str, v: &[f32]) {
-        if v.len() != DIM || self.get(text).is_some() {
+        if v.len() != DIM {
             return;
         }
         let mut bytes = Vec::with_capacity(MAGIC.len() + 8 + DIM * 4 + text.len());
@@ -104,6 +105,10 @@ impl QueryCache {
 
     /// Keeps the folder under its limit ([`MAX_ENTRIES`]) by removing the oldest quarter.
     fn prune(&self) {
+        // Counting names is one directory read; the times are looked up only when over.
+        if fs::read_dir(&self.dir).map_or(true, |d| d.count() <= self.max_entries) {
+            return;
+        }
         let Ok(entries) = fs::read_dir(&self.dir) else { return };
         let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
             .flatten()

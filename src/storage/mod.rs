@@ -657,7 +657,6 @@ impl SqliteStore {
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
     }
 
-    /// Stores the vector of a row stored without one (no-op if another process did it first).
     /// Stores the vectors of rows stored without one, in one transaction; a row embedded
     /// meanwhile (by another process) keeps its vector. Returns how many were set.
     pub fn set_embeddings(&mut self, rows: &[(i64, Vec<f32>)]) -> Result<usize> {

@@ -89,13 +89,11 @@ impl SqliteStore {
         }
         {
             let mut st = tx
-                .prepare(
-                    concat!(
+                .prepare(concat!(
                     "SELECT run_id, name, params, status, reason, ",
                     crate::storage::ledger::run_laps!(),
                     ", started_at, ended_at, cancel_requested, result, state FROM loop_runs ORDER BY rowid"
-                ),
-                )
+                ))
                 .map_err(err)?;
             let mut rows = st.query([]).map_err(err)?;
             while let Some(r) = rows.next().map_err(err)? {

@@ -62,7 +62,8 @@ impl PgStore {
     }
 
     /// Records laps of blocking runs with their ledger memories, in one transaction (which
-    /// inserts memories, so it holds the id lock).
+    /// inserts memories, so it holds the id lock). The run row is left alone: a running run's
+    /// lap count is read from its laps (`run_laps!`), as on SQLite.
     pub fn laps_insert_with_memory(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
         let mut c = self.client()?;
         let r = (|| {
@@ -75,7 +76,6 @@ impl PgStore {
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                     &[&w.run_id, &l.lap, &l.ts, &l.decision, &l.passed, &l.detail, &l.score, &l.budget, &id, &l.rejected],
                 )?;
-                tx.execute("UPDATE loop_runs SET laps = greatest(laps, $2) WHERE run_id = $1", &[&w.run_id, &l.lap])?;
             }
             notify(&mut tx, Topic::Ledger)?;
             tx.commit()
