@@ -1,4 +1,4 @@
-//! Token counts by the model's own tokenizer, cheap enough for every loop lap.
+//! Token counts by the model's own tokenizer, cheap enough for every loop lap and to load.
 //!
 //! Loops count the tokens of each lap's ledger text (SPEC: `max_tokens`), so a thousand
 //! waiting loops count a thousand texts a second. A full `encode` allocates per character
@@ -7,25 +7,38 @@
 //! additive over whitespace-separated words: the normaliser acts per character and turns
 //! whitespace into spaces, the pre-tokeniser splits on whitespace first, and WordPiece sees
 //! one pre-token at a time. So the count is the special tokens of the template plus, for each
-//! word, its count alone, which is remembered: lap texts repeat their words. Any other
-//! pipeline is counted with a full `encode`. The unit test checks both ways agree.
+//! word, its count alone, which is remembered: lap texts repeat their words. (A "word" ends
+//! at white space the normaliser keeps as space: with `clean_text` it deletes the three
+//! control characters among Unicode's white space, U+000B, U+000C and U+0085, which so join
+//! their neighbours into one word; see [`separates`].) Any other pipeline is counted with a
+//! full `encode`.
 //!
-//! Loading is made cheap too ([`load_bert`]): `Tokenizer::from_file` reads the 30,522-word
-//! vocabulary through serde's untagged-enum buffering and took 30–50 ms, most of a `slm loop
-//! demo`. A BERT tokenizer file is instead read section by section into its concrete types
-//! (the vocabulary straight into WordPiece's map) and assembled; anything else falls back to
-//! `from_file`. A test checks the assembled tokenizer counts exactly as the loaded one.
+//! Loading is made cheap too, because `slm loop demo` and every `loop run` pay for it.
+//! Building a `Tokenizer` from the file costs 20–50 ms: WordPiece fills a vocabulary map and
+//! its reverse (30,522 owned strings each, SipHash), and the added vocabulary walks them
+//! again. A count needs none of the ids. So for a BERT file, [`LeanBert`] keeps the crate's
+//! own normaliser and pre-tokeniser (all the Unicode rules) and only the *set* of vocabulary
+//! strings, and runs WordPiece's greedy longest-match over it (the same loop as
+//! `tokenizers::models::wordpiece`, counting instead of building tokens). A word that holds an
+//! added token (`[CLS]`, `[SEP]`, …) is split by the added vocabulary first in the real
+//! pipeline, so such a word goes to the whole tokenizer, loaded then and only then. The unit
+//! tests check the lean count equals a full `encode`, word by word and text by text, over
+//! hand-picked edge cases, this crate's own docs and seeded random Unicode.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use parking_lot::Mutex;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
-use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::processors::PostProcessorWrapper;
-use tokenizers::{AddedToken, NormalizerWrapper, PreTokenizerWrapper, Tokenizer};
+use tokenizers::{
+    AddedToken, Normalizer, NormalizerWrapper, OffsetReferential, OffsetType, PostProcessor, PreTokenizedString,
+    PreTokenizer, PreTokenizerWrapper, Tokenizer,
+};
 
-/// The sections of a `tokenizer.json` a counting BERT tokenizer needs, each read into its
-/// concrete type (not `ModelWrapper`, whose untagged enum buffers the whole vocabulary).
+/// The sections of a `tokenizer.json` a counting BERT tokenizer needs.
 #[derive(Deserialize)]
 struct BertFile {
     #[serde(default)]
@@ -33,37 +46,167 @@ struct BertFile {
     normalizer: NormalizerWrapper,
     pre_tokenizer: PreTokenizerWrapper,
     post_processor: Option<PostProcessorWrapper>,
-    model: WordPiece,
+    model: WordPieceFile,
 }
 
-/// Assembles the tokenizer of a BERT-style `tokenizer.json` (BertNormalizer,
-/// BertPreTokenizer, WordPiece) without padding or truncation; `None` for any other file, which
-/// the caller then loads whole.
-pub fn load_bert(json: &[u8]) -> Option<Tokenizer> {
-    let f: BertFile = serde_json::from_slice(json).ok()?;
-    if !matches!(f.normalizer, NormalizerWrapper::BertNormalizer(_))
-        || !matches!(f.pre_tokenizer, PreTokenizerWrapper::BertPreTokenizer(_))
-    {
-        return None;
+/// A WordPiece model section, its vocabulary read as a set (the ids are not needed).
+#[derive(Deserialize)]
+struct WordPieceFile {
+    #[serde(rename = "type")]
+    kind: String,
+    unk_token: String,
+    continuing_subword_prefix: String,
+    max_input_chars_per_word: usize,
+    vocab: VocabSet,
+}
+
+type FastSet = HashSet<Box<str>, foldhash::fast::FixedState>;
+
+/// The vocabulary's strings; their ids are skipped while parsing.
+struct VocabSet(FastSet);
+
+impl<'de> Deserialize<'de> for VocabSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = VocabSet;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of vocabulary strings to ids")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<VocabSet, A::Error> {
+                let mut set = FastSet::with_capacity_and_hasher(map.size_hint().unwrap_or(32_768), Default::default());
+                while let Some(k) = map.next_key::<String>()? {
+                    map.next_value::<IgnoredAny>()?;
+                    set.insert(k.into_boxed_str());
+                }
+                Ok(VocabSet(set))
+            }
+        }
+        d.deserialize_map(V)
     }
-    let mut t = Tokenizer::new(f.model);
-    t.with_normalizer(Some(f.normalizer)).ok()?;
-    t.with_pre_tokenizer(Some(f.pre_tokenizer));
-    t.with_post_processor(f.post_processor);
-    let (special, plain): (Vec<AddedToken>, Vec<AddedToken>) = f.added_tokens.into_iter().partition(|a| a.special);
-    t.add_special_tokens(special).ok()?;
-    t.add_tokens(plain).ok()?;
-    Some(t)
+}
+
+/// A BERT pipeline reduced to what counting needs: normaliser, pre-tokeniser, and WordPiece
+/// over the vocabulary set.
+pub struct LeanBert {
+    normalizer: NormalizerWrapper,
+    pre_tokenizer: PreTokenizerWrapper,
+    vocab: FastSet,
+    prefix: String,
+    max_chars: usize,
+    /// Tokens the template adds around one sequence (`[CLS]`, `[SEP]`).
+    specials: usize,
+    /// The added tokens' contents: a word holding one is counted by the whole tokenizer.
+    added: Vec<String>,
+}
+
+impl LeanBert {
+    /// Reads a BERT-style `tokenizer.json` (BertNormalizer, BertPreTokenizer, WordPiece whose
+    /// unknown token is in its vocabulary); `None` for any other file.
+    pub fn parse(json: &[u8]) -> Option<LeanBert> {
+        let f: BertFile = serde_json::from_slice(json).ok()?;
+        let bert = matches!(f.normalizer, NormalizerWrapper::BertNormalizer(_))
+            && matches!(f.pre_tokenizer, PreTokenizerWrapper::BertPreTokenizer(_))
+            && f.model.kind == "WordPiece"
+            && f.model.vocab.0.contains(f.model.unk_token.as_str());
+        if !bert {
+            return None;
+        }
+        Some(LeanBert {
+            normalizer: f.normalizer,
+            pre_tokenizer: f.pre_tokenizer,
+            vocab: f.model.vocab.0,
+            prefix: f.model.continuing_subword_prefix,
+            max_chars: f.model.max_input_chars_per_word,
+            specials: f.post_processor.map_or(0, |p| p.added_tokens(false)),
+            added: f.added_tokens.into_iter().map(|a| a.content).filter(|c| !c.is_empty()).collect(),
+        })
+    }
+
+    /// True when the whole tokenizer must count `word`: it holds an added token, which the
+    /// real pipeline splits off before normalising (compared without case, to be safe for
+    /// tokens matched on normalised text).
+    fn needs_full(&self, word: &str) -> bool {
+        !self.added.is_empty() && {
+            let lower = word.to_lowercase();
+            self.added.iter().any(|a| word.contains(a.as_str()) || lower.contains(&a.to_lowercase()))
+        }
+    }
+
+    /// Tokens of one whitespace-free word, no special tokens.
+    fn count_word(&self, word: &str) -> tokenizers::Result<usize> {
+        let mut n = tokenizers::NormalizedString::from(word);
+        self.normalizer.normalize(&mut n)?;
+        let mut pre = PreTokenizedString::from(n);
+        self.pre_tokenizer.pre_tokenize(&mut pre)?;
+        Ok(pre
+            .get_splits(OffsetReferential::Original, OffsetType::Byte)
+            .into_iter()
+            .map(|(piece, _, _)| self.word_piece(piece))
+            .sum())
+    }
+
+    /// WordPiece's greedy longest match, counted: the pieces of `s`, or 1 (the unknown token)
+    /// when it is too long or some remainder matches nothing.
+    fn word_piece(&self, s: &str) -> usize {
+        if s.chars().count() > self.max_chars {
+            return 1;
+        }
+        let mut buf = String::with_capacity(self.prefix.len() + s.len());
+        let (mut start, mut pieces) = (0, 0);
+        while start < s.len() {
+            let mut end = s.len();
+            loop {
+                if start >= end {
+                    return 1;
+                }
+                let found = if start == 0 {
+                    self.vocab.contains(&s[..end])
+                } else {
+                    buf.clear();
+                    buf.push_str(&self.prefix);
+                    buf.push_str(&s[start..end]);
+                    self.vocab.contains(buf.as_str())
+                };
+                if found {
+                    break;
+                }
+                end -= s[start..end].chars().next_back().map_or(1, char::len_utf8);
+            }
+            pieces += 1;
+            start = end;
+        }
+        pieces
+    }
+}
+
+/// True when `c` ends a word for a BERT pipeline. The normaliser's `clean_text` deletes
+/// control characters (Unicode "other") before it turns white space into spaces; the only
+/// white-space characters that are also controls are U+000B, U+000C and U+0085 (tab, line
+/// feed and carriage return it keeps as white space).
+fn separates(c: char, clean_text: bool) -> bool {
+    c.is_whitespace() && !(clean_text && matches!(c, '\u{b}' | '\u{c}' | '\u{85}'))
+}
+
+/// `clean_text` of a BERT normaliser (false for anything else).
+fn cleans(n: Option<&NormalizerWrapper>) -> bool {
+    matches!(n, Some(NormalizerWrapper::BertNormalizer(b)) if b.clean_text)
 }
 
 /// Most words remembered before the memo starts again.
 const MEMO: usize = 65_536;
 
-/// A tokenizer that counts tokens (no padding, no truncation).
+/// Counts tokens (no padding, no truncation): by [`LeanBert`] where it can, else by the
+/// whole tokenizer.
 pub struct TokenCounter {
-    tokenizer: Tokenizer,
-    /// Tokens the template adds (`[CLS]`, `[SEP]`); `None` when counts are not additive.
+    lean: Option<LeanBert>,
+    /// The whole tokenizer: given, or loaded from `path` on the first word that needs it.
+    full: OnceLock<std::result::Result<Tokenizer, String>>,
+    path: Option<PathBuf>,
+    /// Tokens the template adds; `None` when counts are not additive over words.
     specials: Option<usize>,
+    /// The normaliser deletes control characters (see [`separates`]).
+    clean_text: bool,
     words: Mutex<HashMap<Box<str>, u32>>,
 }
 
@@ -74,21 +217,61 @@ impl TokenCounter {
             && matches!(tokenizer.get_pre_tokenizer(), Some(PreTokenizerWrapper::BertPreTokenizer(_)))
             && matches!(tokenizer.get_model(), tokenizers::ModelWrapper::WordPiece(_));
         let specials = if bert { tokenizer.encode("", true).ok().map(|e| e.len()) } else { None };
-        TokenCounter { tokenizer, specials, words: Mutex::new(HashMap::new()) }
+        let clean_text = cleans(tokenizer.get_normalizer());
+        let full = OnceLock::new();
+        let _ = full.set(Ok(tokenizer));
+        TokenCounter { lean: None, full, path: None, specials, clean_text, words: Mutex::new(HashMap::new()) }
+    }
+
+    /// Reads `tokenizer.json` at `path`: the lean counter for a BERT file, else the whole
+    /// tokenizer.
+    pub fn from_file(path: PathBuf) -> std::result::Result<Self, String> {
+        let json = std::fs::read(&path).map_err(|e| format!("cannot read tokenizer {}: {e}; run scripts/setup.sh", path.display()))?;
+        match LeanBert::parse(&json) {
+            Some(lean) => Ok(TokenCounter {
+                specials: Some(lean.specials),
+                clean_text: cleans(Some(&lean.normalizer)),
+                lean: Some(lean),
+                full: OnceLock::new(),
+                path: Some(path),
+                words: Mutex::new(HashMap::new()),
+            }),
+            None => Ok(TokenCounter::new(whole(&json, &path)?)),
+        }
+    }
+
+    /// The whole tokenizer, loading it on first use.
+    fn full(&self) -> tokenizers::Result<&Tokenizer> {
+        self.full
+            .get_or_init(|| {
+                let path = self.path.clone().ok_or("no tokenizer file")?;
+                let json = std::fs::read(&path).map_err(|e| format!("cannot read tokenizer {}: {e}", path.display()))?;
+                whole(&json, &path)
+            })
+            .as_ref()
+            .map_err(|m| m.clone().into())
+    }
+
+    /// Tokens of one word, no special tokens.
+    fn count_word(&self, word: &str) -> tokenizers::Result<usize> {
+        match &self.lean {
+            Some(l) if !l.needs_full(word) => l.count_word(word),
+            _ => Ok(self.full()?.encode(word, false)?.len()),
+        }
     }
 
     /// The number of tokens the model sees for `text`, special tokens included.
     pub fn count(&self, text: &str) -> tokenizers::Result<usize> {
         let Some(specials) = self.specials else {
-            return Ok(self.tokenizer.encode(text, true)?.len());
+            return Ok(self.full()?.encode(text, true)?.len());
         };
         let mut total = specials;
-        for word in text.split(char::is_whitespace).filter(|w| !w.is_empty()) {
+        for word in text.split(|c| separates(c, self.clean_text)).filter(|w| !w.is_empty()) {
             if let Some(&n) = self.words.lock().get(word) {
                 total += n as usize;
                 continue;
             }
-            let n = self.tokenizer.encode(word, false)?.len();
+            let n = self.count_word(word)?;
             let mut memo = self.words.lock();
             if memo.len() >= MEMO {
                 memo.clear();
@@ -100,41 +283,116 @@ impl TokenCounter {
     }
 }
 
+/// The whole tokenizer of a file, padding and truncation off (tokenizer.json pads every text
+/// to 128 tokens and truncates; a count must see neither).
+fn whole(json: &[u8], path: &std::path::Path) -> std::result::Result<Tokenizer, String> {
+    let mut t = Tokenizer::from_bytes(json).map_err(|e| format!("cannot read tokenizer {}: {e}; run scripts/setup.sh", path.display()))?;
+    t.with_padding(None);
+    t.with_truncation(None).map_err(|e| format!("tokenizer: {e}"))?;
+    Ok(t)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn word_by_word_counts_equal_full_encodes() {
+    fn model_tokenizer() -> (PathBuf, Tokenizer) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2/tokenizer.json");
-        let mut t = Tokenizer::from_file(&path).expect("the model's tokenizer (scripts/setup.sh)");
-        t.with_padding(None);
-        t.with_truncation(None).unwrap();
-        let full = t.clone();
-        let c = TokenCounter::new(t);
-        assert!(c.specials.is_some(), "all-MiniLM-L6-v2 is a BERT pipeline");
-        let texts = [
-            "",
-            "   ",
-            "loop ci lap 12: no eligible memories yet; threshold 0.800",
-            "loop ci lap 13: best match #42 scored 0.613 < threshold 0.800; 3 eligible memories",
-            "Héllo\tWORLD\n\nnaïve café — 東京タワー unbelievably-long-hyphenated_word",
-            "[CLS] inside text [SEP] and [UNK]x [MASK]",
-            "tabs\u{a0}non-breaking\u{2003}em-space\u{0}control\u{7}bell",
-            &"supercalifragilisticexpialidocious".repeat(5), // longer than WordPiece's 100 chars
-            "emoji 🚀🚀 and numbers 3.14159, 1e-9, 0x1F",
-            "combining e\u{301}te\u{301} Ångström ﬁne ＦＵＬＬＷＩＤＴＨ ١٢٣ Ελληνικά русский 한국어 中文字符",
-            "PR #42 is NOT approved; v2.4.1-rc.3 release/2.4 src/main.rs:120 (see https://x.y/z?q=1&r=2)",
+        let json = std::fs::read(&path).expect("the model's tokenizer (scripts/setup.sh)");
+        let t = whole(&json, &path).unwrap();
+        (path, t)
+    }
+
+    /// Texts where a hand-written count could go wrong: accents, CJK, controls, punctuation,
+    /// added tokens inside words, words past WordPiece's 100 characters, unknown pieces.
+    const EDGES: &[&str] = &[
+        "",
+        "   ",
+        "loop ci lap 12: no eligible memories yet; threshold 0.800",
+        "loop ci lap 13: best match #42 scored 0.613 < threshold 0.800; 3 eligible memories",
+        "Héllo\tWORLD\n\nnaïve café — 東京タワー unbelievably-long-hyphenated_word",
+        "[CLS] inside text [SEP] and [UNK]x [MASK] [cls] a[SEP]b [PAD][PAD]",
+        "tabs\u{a0}non-breaking\u{2003}em-space\u{0}control\u{7}bell \u{feff}bom \u{200b}zw",
+        "emoji 🚀🚀 and numbers 3.14159, 1e-9, 0x1F ☃️ 👩‍👩‍👧",
+        "combining e\u{301}te\u{301} Ångström ﬁne ＦＵＬＬＷＩＤＴＨ ١٢٣ Ελληνικά русский 한국어 中文字符",
+        "PR #42 is NOT approved; v2.4.1-rc.3 release/2.4 src/main.rs:120 (see https://x.y/z?q=1&r=2)",
+        "ǅungla ß ẞ İstanbul ﬀ Ⅻ ⅻ ㎒ ½ ² ℌ 𝔥𝔢𝔩𝔩𝔬 ｶﾀｶﾅ",
+    ];
+
+    /// Seeded random strings over ranges the normaliser treats differently.
+    fn random_texts(n: usize) -> Vec<String> {
+        const RANGES: &[(u32, u32)] = &[
+            (0x20, 0x7e),
+            (0x0, 0x20),
+            (0xa0, 0x17f),
+            (0x300, 0x36f),
+            (0x370, 0x3ff),
+            (0x400, 0x4ff),
+            (0x600, 0x6ff),
+            (0x2000, 0x206f),
+            (0x3040, 0x30ff),
+            (0x4e00, 0x4e80),
+            (0xac00, 0xac40),
+            (0xff00, 0xffef),
+            (0x1f300, 0x1f64f),
         ];
-        let json = std::fs::read(&path).unwrap();
-        let lean = TokenCounter::new(load_bert(&json).expect("all-MiniLM-L6-v2 is a BERT tokenizer file"));
-        assert!(lean.specials.is_some());
-        for text in texts {
-            assert_eq!(lean.count(text).unwrap(), full.encode(text, true).unwrap().len(), "assembled: {text:?}");
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..n)
+            .map(|_| {
+                let len = (next() % 40) as usize;
+                (0..len)
+                    .filter_map(|_| {
+                        if next() % 5 == 0 {
+                            return Some(' ');
+                        }
+                        let (lo, hi) = RANGES[(next() % RANGES.len() as u64) as usize];
+                        char::from_u32(lo + (next() % u64::from(hi - lo + 1)) as u32)
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lean_counts_equal_full_encodes() {
+        let (path, full) = model_tokenizer();
+        let c = TokenCounter::from_file(path).unwrap();
+        assert!(c.lean.is_some(), "all-MiniLM-L6-v2 is a BERT file: the lean counter must serve it");
+        let docs = [include_str!("../../README.md"), include_str!("../../ARCHITECTURE.md")];
+        let long = "supercalifragilisticexpialidocious".repeat(5); // > 100 chars: one [UNK]
+        let texts: Vec<String> = EDGES
+            .iter()
+            .map(|s| s.to_string())
+            .chain([long])
+            .chain(docs.iter().flat_map(|d| d.lines().map(str::to_string)))
+            .chain(random_texts(3_000))
+            .collect();
+        for text in &texts {
+            let want = full.encode(text.as_str(), true).unwrap().len();
             for _ in 0..2 {
                 // The second pass comes from the memo.
-                assert_eq!(c.count(text).unwrap(), full.encode(text, true).unwrap().len(), "{text:?}");
+                assert_eq!(c.count(text).unwrap(), want, "{text:?}");
             }
+        }
+        // Only words holding an added token loaded the whole tokenizer.
+        let fresh = TokenCounter::from_file(model_tokenizer().0).unwrap();
+        fresh.count(&texts[2]).unwrap();
+        assert!(fresh.full.get().is_none(), "a plain lap text must not load the whole tokenizer");
+    }
+
+    #[test]
+    fn a_whole_tokenizer_counts_alike() {
+        let (_, full) = model_tokenizer();
+        let c = TokenCounter::new(full.clone());
+        assert!(c.specials.is_some(), "all-MiniLM-L6-v2 is a BERT pipeline");
+        for text in EDGES.iter().map(|s| s.to_string()).chain(random_texts(300)) {
+            assert_eq!(c.count(&text).unwrap(), full.encode(text.as_str(), true).unwrap().len(), "{text:?}");
         }
     }
 }

@@ -214,17 +214,7 @@ pub(crate) fn runtime(files: &ModelFiles) -> std::result::Result<ort::environmen
 }
 
 fn load_counter(files: &ModelFiles) -> std::result::Result<TokenCounter, String> {
-    let p = files.model_dir.join("tokenizer.json");
-    let json = std::fs::read(&p).map_err(|e| format!("cannot read tokenizer {}: {e}; run scripts/setup.sh", p.display()))?;
-    let mut t = match super::count::load_bert(&json) {
-        Some(t) => t,
-        None => tokenizers::Tokenizer::from_bytes(&json)
-            .map_err(|e| format!("cannot read tokenizer {}: {e}; run scripts/setup.sh", p.display()))?,
-    };
-    // tokenizer.json pads every text to 128 tokens and truncates; a count must see neither.
-    t.with_padding(None);
-    t.with_truncation(None).map_err(|e| format!("tokenizer: {e}"))?;
-    Ok(TokenCounter::new(t))
+    TokenCounter::from_file(files.model_dir.join("tokenizer.json"))
 }
 
 impl Embedder for OnnxEmbedder {
