@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 use serde::Serialize;
@@ -20,6 +21,7 @@ use serde::Serialize;
 use crate::embed::query_cache::QueryCache;
 use crate::embed::Embedder;
 use crate::feed::{Feed, Topic};
+use crate::fresh::Fresh;
 use crate::index::exact::Sweep;
 use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
@@ -189,7 +191,15 @@ pub struct Engine {
     /// Query vectors kept in the data root for later processes (`None`: a test embedder).
     query_cache: Option<QueryCache>,
     refreshes: Refreshes,
+    /// The gate refresh that waiting loops share (see [`crate::fresh`]).
+    gate_fresh: Fresh<()>,
+    /// The runs asked to stop through the store, read once for every waiting loop.
+    cancelling: Fresh<std::collections::HashSet<String>>,
 }
+
+/// Longest a waiting loop's view of new memories is shared without a feed announcement: a
+/// writer that does not announce is seen within this (on top of the poll interval).
+const GATE_FRESH: Duration = Duration::from_millis(50);
 
 /// Sequence numbers of [`Engine::refresh`] loads, so concurrent callers share one.
 #[derive(Default)]
@@ -249,6 +259,8 @@ impl Engine {
             query_vectors: Mutex::new(HashMap::new()),
             query_cache,
             refreshes: Refreshes::default(),
+            gate_fresh: Fresh::default(),
+            cancelling: Fresh::default(),
         })
     }
 
@@ -306,7 +318,23 @@ impl Engine {
 
     /// Tells every process watching this data root that a write of `topic` committed.
     pub fn announce(&self, topic: Topic) {
+        // This process's own loops must not wait for the file watch to see its write.
+        match topic {
+            Topic::Memories => self.gate_fresh.invalidate(),
+            Topic::Control => self.cancelling.invalidate(),
+            Topic::Ledger => {}
+        }
         crate::feed::announce(&self.root, topic);
+    }
+
+    /// True when `run_id` was asked to stop through the store (`slm loop cancel` from any
+    /// process). One read serves every waiting loop of this process: it is redone after a
+    /// control announcement, and at least every [`crate::loops::run::CANCEL_SLICE`] (the
+    /// fallback for writers that do not announce, and for no feed at all).
+    pub fn cancel_requested(&self, run_id: &str) -> Result<bool> {
+        let generation = self.feed.get().and_then(|f| f.as_ref()).map(|f| f.control_generation());
+        let set = self.cancelling.get(generation, crate::loops::run::CANCEL_SLICE, || self.store().runs_cancelling())?;
+        Ok(set.contains(run_id))
     }
 
     /// The ledger writer of this process's blocking runs (started on first use).
@@ -459,12 +487,34 @@ impl Engine {
         if self.store().read_only() {
             return Ok(0); // nothing can be stored; recall embeds pending rows on the fly
         }
+        // Laps stored without their ledger memory (a killed process's, or waiting for the
+        // ledger writer's next fold) get it first, so they are embedded in this pass.
+        if let Err(e) = self.fold_laps() {
+            tracing::warn!("deriving lap memories: {e}");
+        }
         if !self.store().try_backfill_lock()? {
             return Ok(0); // another host's backfill embeds them (it runs until none is left)
         }
         let r = self.backfill_rows(max);
         self.store().backfill_unlock();
         r
+    }
+
+    /// Derives the ledger memory of every lap stored without one (see
+    /// [`crate::storage::writer`]); how many.
+    pub fn fold_laps(&self) -> Result<usize> {
+        const CHUNK: usize = 4096;
+        let mut done = 0;
+        loop {
+            let n = self.store().laps_fold(CHUNK)?;
+            done += n;
+            if n < CHUNK {
+                if done > 0 {
+                    self.announce(Topic::Ledger);
+                }
+                return Ok(done);
+            }
+        }
     }
 
     fn backfill_rows(&self, max: usize) -> Result<usize> {
@@ -672,7 +722,14 @@ impl Engine {
     /// those at or above `min_score` best first, the best, the count, and the watermark to
     /// pass as `after` next time (see [`Sweep`]). Exact: no row above the threshold is missed.
     pub fn gate_sweep(&self, qv: &[f32], tags: &[String], after: i64, min_score: f32) -> Result<Sweep> {
-        self.refresh()?;
+        // Waiting loops share one look at the store while the feed announces nothing (see
+        // crate::fresh); without a feed every sweep looks, as before.
+        match self.feed.get().and_then(|f| f.as_ref()).map(|f| f.gate().generation()) {
+            Some(g) => {
+                self.gate_fresh.get(Some(g), GATE_FRESH, || self.refresh())?;
+            }
+            None => self.refresh()?,
+        }
         let filter = Filter { include_laps: false, only_ids: None, after_id: after, min_score };
         if tags.is_empty() {
             return Ok(self.index.sweep(qv, &filter));
@@ -680,7 +737,8 @@ impl Engine {
         // Bound the tag query by what the searcher holds, so a row committed in between is
         // neither swept without its tags checked nor passed by the watermark.
         let upto = self.index.last_id();
-        let ids = self.store().ids_with_all_tags_in(tags, after, upto)?;
+        // Nothing new since the watermark (an idle lap): no tag query.
+        let ids = if upto > after { self.store().ids_with_all_tags_in(tags, after, upto)? } else { Vec::new() };
         let mut sweep = self.index.sweep(qv, &Filter { only_ids: Some(&ids), ..filter });
         sweep.upto = upto;
         Ok(sweep)

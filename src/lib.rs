@@ -25,6 +25,7 @@ pub mod dashboard;
 pub mod engine;
 pub mod export;
 pub mod feed;
+pub mod fresh;
 mod error;
 pub mod import;
 pub mod index;

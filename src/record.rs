@@ -243,6 +243,23 @@ impl RunParams {
     }
 }
 
+/// The text of a lap's ledger memory: embedded for recall and counted as tokens. It holds no
+/// run id or clock, so its token count is predictable from the name, lap and detail. (Here,
+/// below the store, because the store derives a lap's memory from its row: see
+/// [`crate::storage::SqliteStore::laps_fold`].)
+pub fn lap_text(name: &str, lap: i64, detail: &str) -> String {
+    format!("loop {name} lap {lap}: {detail}")
+}
+
+/// The tags of a lap's ledger memory: `loop`, `loop:<name>` and `run:<suffix>` (sorted, as the
+/// store keeps them). The run tag keeps identical lap texts of different runs apart.
+pub fn lap_tags(name: &str, run_id: &str) -> Vec<String> {
+    let suffix = run_id.strip_prefix(name).and_then(|r| r.strip_prefix('-')).unwrap_or(run_id);
+    let mut tags = vec!["loop".to_string(), format!("loop:{name}"), format!("run:{suffix}")];
+    tags.sort();
+    tags
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

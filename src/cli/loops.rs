@@ -281,6 +281,9 @@ pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i3
             // Its ledger laps were stored without vectors: embed them off the waiting path. (Not
             // for the demo: it must stay instant, and recall embeds its three laps on the fly.)
             if matches!(spec.gate, slm::record::GateSpec::Memory { .. }) {
+                // The writer derives the laps' memories as it closes: before the backfill
+                // process looks for rows to embed.
+                engine.flush_ledger();
                 spawn_backfill(engine);
             }
             Ok(code)

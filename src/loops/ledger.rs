@@ -23,20 +23,7 @@ use crate::memory::{now_rfc3339, Kind};
 use crate::record::{RunParams, RunStatus};
 use crate::storage::{writer, LapRow, RunRow};
 
-/// The text of a lap's ledger memory: embedded for recall and counted as tokens. It holds no
-/// run id or clock, so its token count is predictable from the name, lap and detail.
-pub fn lap_text(name: &str, lap: i64, detail: &str) -> String {
-    format!("loop {name} lap {lap}: {detail}")
-}
-
-/// The tags of a lap's ledger memory: `loop`, `loop:<name>` and `run:<suffix>` (sorted, as the
-/// store keeps them). The run tag keeps identical lap texts of different runs apart.
-pub fn lap_tags(name: &str, run_id: &str) -> Vec<String> {
-    let suffix = run_id.strip_prefix(name).and_then(|r| r.strip_prefix('-')).unwrap_or(run_id);
-    let mut tags = vec!["loop".to_string(), format!("loop:{name}"), format!("run:{suffix}")];
-    tags.sort();
-    tags
-}
+pub use crate::record::{lap_tags, lap_text};
 
 /// A fresh run id: `<name>-<UTC time>-<6 hex>`.
 pub fn new_run_id(name: &str) -> String {

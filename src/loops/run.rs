@@ -214,7 +214,7 @@ fn unreachable_lap(last: Option<&Observation>, e: &crate::Error) -> Observation 
 }
 
 fn cancelled(engine: &Engine, run_id: &str, cancel: &Cancel) -> bool {
-    cancel.requested() || engine.store().run_cancel_requested(run_id).unwrap_or(false)
+    cancel.requested() || engine.cancel_requested(run_id).unwrap_or(false)
 }
 
 /// Waits on the change feed until the next poll (`next`), a cancellation (returns true) or a

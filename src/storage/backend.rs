@@ -212,6 +212,23 @@ impl Store {
     pub fn laps_insert_with_memory(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
         both!(self, s => s.laps_insert_with_memory(laps))
     }
+    /// Records the laps of blocking runs. SQLite stores the rows and derives their ledger
+    /// memories later ([`Store::laps_fold`]); PostgreSQL stores both at once (its laps carry
+    /// their memory in one round trip, and its index pages are the server's to manage).
+    pub fn laps_record(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
+        match self {
+            Store::Sqlite(s) => s.laps_insert(laps),
+            Store::Postgres(s) => s.laps_insert_with_memory(laps),
+        }
+    }
+    /// Derives the ledger memories of up to `limit` laps stored without one; how many. Always
+    /// 0 on PostgreSQL, whose laps are stored with their memory.
+    pub fn laps_fold(&mut self, limit: usize) -> Result<usize> {
+        match self {
+            Store::Sqlite(s) => s.laps_fold(limit),
+            Store::Postgres(_) => Ok(0),
+        }
+    }
     pub fn runs_finish(&mut self, ends: &[RunEnd<'_>]) -> Result<()> {
         both!(self, s => s.runs_finish(ends))
     }
@@ -230,8 +247,9 @@ impl Store {
     pub fn run_request_cancel(&mut self, run_id: &str) -> Result<Option<RunStatus>> {
         both!(self, s => s.run_request_cancel(run_id))
     }
-    pub fn run_cancel_requested(&self, run_id: &str) -> Result<bool> {
-        both!(self, s => s.run_cancel_requested(run_id))
+    /// The running runs asked to stop, in one read (waiting loops share it).
+    pub fn runs_cancelling(&self) -> Result<std::collections::HashSet<String>> {
+        both!(self, s => s.runs_cancelling())
     }
     pub fn run_get(&self, run_id: &str) -> Result<Option<RunRow>> {
         both!(self, s => s.run_get(run_id))

@@ -211,6 +211,86 @@ impl SqliteStore {
         Ok(())
     }
 
+    /// Records laps of blocking runs, their rows only, in one transaction: the ledger writer
+    /// ([`super::writer`]) gathers the laps of every run in the process, so idle laps cost a
+    /// share of one commit, not a commit each. Each lap's ledger memory is derived from its
+    /// row later by [`SqliteStore::laps_fold`]: written now, a thousand waiting runs would put
+    /// their `loop:<name>` and `run:<suffix>` tag entries on a thousand index pages a second.
+    pub fn laps_insert(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
+        let path = self.path.clone();
+        let db_err = |source| super::db_error(&path, source);
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
+        for w in laps {
+            let lap = w.lap;
+            tx.prepare_cached(
+                "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL, ?9)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![w.run_id, lap.lap, lap.ts, lap.decision, lap.passed, lap.detail, lap.score, lap.budget, lap.rejected])
+            })
+            .map_err(db_err)?;
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(())
+    }
+
+    /// Gives up to `limit` laps stored without a ledger memory their memory, in one
+    /// transaction, and returns how many: the text and tags follow from the run's name, the
+    /// lap and its detail ([`crate::record::lap_text`], [`crate::record::lap_tags`]), its
+    /// time is the lap's, and its vector comes later (`embed-pending`), as for every lap.
+    /// Laps are taken in arrival order and written grouped by run, so one run's memories get
+    /// neighbouring ids and share their tag index pages. Idempotent and safe to race: the
+    /// laps are chosen inside the write transaction, and the memory's time-keyed dedup key
+    /// makes a lap whose memory another writer already stored (an agent step's own write)
+    /// link to that one.
+    pub fn laps_fold(&mut self, limit: usize) -> Result<usize> {
+        let path = self.path.clone();
+        let db_err = |source| super::db_error(&path, source);
+        // Nothing waiting (the usual answer): no write lock taken.
+        let waiting: bool = self
+            .conn
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM loop_laps WHERE memory_id IS NULL)")
+            .and_then(|mut st| st.query_row([], |r| r.get(0)))
+            .map_err(db_err)?;
+        if !waiting {
+            return Ok(0);
+        }
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
+        let mut laps: Vec<(String, i64, i64, String, String, String)> = tx
+            .prepare_cached(
+                "SELECT l.run_id, l.lap, l.seq, l.ts, l.detail, r.name FROM loop_laps l
+                 JOIN loop_runs r ON r.run_id = l.run_id
+                 WHERE l.memory_id IS NULL ORDER BY l.seq LIMIT ?1",
+            )
+            .and_then(|mut st| {
+                st.query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
+                    .collect::<rusqlite::Result<_>>()
+            })
+            .map_err(db_err)?;
+        laps.sort_unstable_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        let mut tags: Option<(String, Vec<String>)> = None;
+        for (run_id, lap, seq, ts, detail, name) in &laps {
+            if tags.as_ref().is_none_or(|(r, _)| r != run_id) {
+                tags = Some((run_id.clone(), crate::record::lap_tags(name, run_id)));
+            }
+            let text = crate::record::lap_text(name, *lap, detail);
+            let row = super::NewRow {
+                kind: crate::memory::Kind::Lap,
+                content: &text,
+                tags: tags.as_ref().map_or(&[][..], |(_, t)| &t[..]),
+                embedding: &[],
+                created_at: Some(ts),
+            };
+            let (id, _) = super::insert_row(&tx, &row, ts).map_err(db_err)?;
+            tx.prepare_cached("UPDATE loop_laps SET memory_id = ?2 WHERE seq = ?1")
+                .and_then(|mut st| st.execute(params![seq, id]))
+                .map_err(db_err)?;
+        }
+        tx.commit().map_err(db_err)?;
+        Ok(laps.len())
+    }
+
     /// Records the ends of runs in one transaction.
     pub fn runs_finish(&mut self, ends: &[RunEnd<'_>]) -> Result<()> {
         let path = self.path.clone();
@@ -317,14 +397,12 @@ impl SqliteStore {
         status.map(|s| RunStatus::parse(&s)).transpose()
     }
 
-    /// True when someone asked this run to stop (a primary-key read: cheap enough to poll).
-    pub fn run_cancel_requested(&self, run_id: &str) -> Result<bool> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT cancel_requested FROM loop_runs WHERE run_id = ?1")
-            .map_err(|e| self.err(e))?;
-        let v: Option<i64> = stmt.query_row([run_id], |r| r.get(0)).optional().map_err(|e| self.err(e))?;
-        Ok(v.unwrap_or(0) != 0)
+    /// The running runs asked to stop (`slm loop cancel`), by a partial index.
+    pub fn runs_cancelling(&self) -> Result<std::collections::HashSet<String>> {
+        self.conn
+            .prepare_cached("SELECT run_id FROM loop_runs WHERE cancel_requested = 1 AND status = 'running'")
+            .and_then(|mut st| st.query_map([], |r| r.get(0))?.collect())
+            .map_err(|e| self.err(e))
     }
 
     /// One run by id.

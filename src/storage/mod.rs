@@ -849,4 +849,89 @@ mod tests {
         let a = store.insert(&[m(at[0])]).unwrap()[0];
         assert_eq!(store.insert(&[m(at[1])]).unwrap(), [(a.0, true)]);
     }
+
+    /// Laps recorded as rows alone get their ledger memories from the fold: the text, tags
+    /// and time a memory written with the lap would have had, one run's memories side by
+    /// side, each lap linked to its memory; a second fold finds nothing, and a lap whose
+    /// memory was already written (an agent step's own write) links to that one.
+    #[test]
+    fn folded_laps_get_the_memories_they_would_have_had() {
+        use crate::record::{lap_tags, lap_text, GateSpec, Limits, RunParams, RunStatus};
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = SqliteStore::open(&tmp.path().join(DB_FILE)).unwrap();
+        let params = RunParams {
+            limits: Limits { max_iterations: 20, max_wallclock_s: 60.0, poll_interval_s: 1.0, max_tokens: 0, no_progress_window: 0, gate_min_score: 0.8 },
+            gate: GateSpec::Memory { gate_query: "q".into(), gate_tags: vec![], gate_verify: vec![], gate_nli_min: 0.5 },
+        };
+        let runs = ["a-20261201T000000-aaaaaa", "b-20261201T000000-bbbbbb"];
+        for (run, name) in runs.iter().zip(["a", "b"]) {
+            store
+                .run_start(&RunRow {
+                    run_id: run.to_string(),
+                    name: name.into(),
+                    params: params.clone(),
+                    status: RunStatus::Running,
+                    reason: None,
+                    laps: 0,
+                    started_at: "2026-12-01T00:00:00.000000Z".into(),
+                    ended_at: None,
+                    pid: 1,
+                    proc_start: 1,
+                    result: None,
+                    state: None,
+                    host: None,
+                })
+                .unwrap();
+        }
+        let row = |lap: i64, k: usize| LapRow {
+            lap,
+            ts: format!("2026-12-01T00:00:{lap:02}.{k:06}Z"),
+            decision: "continue".into(),
+            passed: false,
+            detail: format!("no eligible memories yet ({k})"),
+            score: None,
+            budget: "{}".into(),
+            memory_id: None,
+            rejected: None,
+        };
+        // Laps of the two runs interleaved, as a writer stores them.
+        let rows: Vec<(usize, LapRow)> = (1..=3).flat_map(|lap| [(0, row(lap, 0)), (1, row(lap, 1))]).collect();
+        let tags: Vec<Vec<String>> = (0..2).map(|k| lap_tags(["a", "b"][k], runs[k])).collect();
+        let texts: Vec<String> = rows.iter().map(|(k, l)| lap_text(["a", "b"][*k], l.lap, &l.detail)).collect();
+        let writes: Vec<LapWrite<'_>> = rows
+            .iter()
+            .zip(&texts)
+            .map(|((k, l), text)| LapWrite {
+                run_id: runs[*k],
+                lap: l,
+                memory: NewRow { kind: Kind::Lap, content: text, tags: &tags[*k], embedding: &[], created_at: None },
+            })
+            .collect();
+        store.laps_insert(&writes).unwrap();
+        assert!(store.list(&[], Some(Kind::Lap), 10, None).unwrap().is_empty(), "rows alone until the fold");
+        // Run b's lap 2 already has its memory (written by someone else, same text and time).
+        let b2 = NewRow { kind: Kind::Lap, content: &texts[3], tags: &tags[1], embedding: &[], created_at: Some(&rows[3].1.ts) };
+        let b2_id = store.insert(&[b2]).unwrap()[0].0;
+
+        assert_eq!(store.laps_fold(100).unwrap(), 6);
+        assert_eq!(store.laps_fold(100).unwrap(), 0, "nothing left");
+        for (k, run) in runs.iter().enumerate() {
+            let laps = store.run_laps(run, 10).unwrap();
+            let ids: Vec<i64> = laps.iter().map(|l| l.memory_id.expect("linked")).collect();
+            let mems = store.get_many(&ids).unwrap();
+            for (l, m) in laps.iter().zip(&mems) {
+                assert_eq!(m.content, lap_text(["a", "b"][k], l.lap, &l.detail));
+                assert_eq!(m.tags, tags[k]);
+                assert_eq!(m.created_at, l.ts);
+                assert_eq!(m.kind, Kind::Lap);
+            }
+            if k == 0 {
+                assert_eq!(ids, [ids[0], ids[0] + 1, ids[0] + 2], "one run's memories side by side");
+            } else {
+                assert_eq!(ids[1], b2_id, "the memory already written is linked, not doubled");
+            }
+        }
+        assert_eq!(store.list(&[], Some(Kind::Lap), 10, None).unwrap().len(), 6);
+    }
+
 }

@@ -105,6 +105,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE loop_laps_v6 RENAME TO loop_laps;
     CREATE UNIQUE INDEX loop_laps_by_run ON loop_laps(run_id, lap);
     "#,
+    // v7: a blocking run's lap is stored as its ledger row alone; its `kind = lap` memory is
+    // derived from the row later, many laps at once, grouped by run (`laps_fold`), so an idle
+    // lap no longer scatters tag entries over the index. This small index finds the laps that
+    // still need their memory (new rows append to it; folding empties it).
+    r#"
+    CREATE INDEX loop_laps_unfolded ON loop_laps(seq) WHERE memory_id IS NULL;
+    -- The runs asked to stop and not stopped yet: what waiting loops check, all in one read.
+    CREATE INDEX loop_runs_cancelling ON loop_runs(run_id) WHERE cancel_requested = 1 AND status = 'running';
+    "#,
 ];
 
 /// The schema version this binary writes.

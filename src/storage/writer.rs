@@ -11,7 +11,14 @@
 //!
 //! The end of a run does not wait for the window: it is committed as soon as the writer sees
 //! it (with whatever else is queued), after the run's laps, and the runner blocks until it is
-//! on disk, so a `loop run` that returned has its whole ledger stored. Writes stay fail-open
+//! on disk, so a `loop run` that returned has its whole ledger stored.
+//!
+//! On SQLite a lap is committed as its row alone, and its ledger memory (what `recall
+//! --tag loop:<name>` finds) is derived from the rows later, many at once, grouped by run
+//! ([`Store::laps_fold`]): at most [`FOLD_EVERY`] after the lap, before a run's end is stored
+//! when few laps wait (so a finished run's laps are found at once), a second later when many
+//! do (a crowd of runs converging together is answered first), and when the writer closes. Any
+//! laps a killed process left without memories are folded by the next writer. Writes stay fail-open
 //! (SPEC: the ledger is observability): a batch that fails is retried one write at a time so
 //! one bad row costs only itself, and each run counts its failed writes in `ledger_errors`.
 
@@ -33,6 +40,28 @@ pub const BATCH_WINDOW: Duration = Duration::from_millis(250);
 
 /// Most writes in one transaction (more wakes the writer early).
 const MAX_BATCH: usize = 4096;
+
+/// Longest a lap waits for its ledger memory while its run goes on.
+pub const FOLD_EVERY: Duration = Duration::from_secs(5);
+
+/// When a run ends with at most this many laps waiting for their memories, they are folded
+/// before the end is stored; with more, just after the ends are answered.
+const FOLD_INLINE: usize = 512;
+
+/// How long after a crowd of ends (more than [`FOLD_INLINE`] laps waiting) their laps are
+/// folded: the other runs ending with them are not held up behind the fold.
+const FOLD_AFTER_CROWD: Duration = Duration::from_secs(1);
+
+/// Laps folded per transaction.
+const FOLD_CHUNK: usize = 4096;
+
+/// The writer's account of laps stored without their ledger memory.
+struct Folding {
+    /// Laps this writer stored since its last fold.
+    unfolded: usize,
+    /// When to fold next, if anything may wait.
+    due: Option<Instant>,
+}
 
 /// One lap to record: its row and its ledger memory (stored without a vector).
 pub struct Lap {
@@ -146,15 +175,23 @@ impl Drop for LedgerWriter {
     }
 }
 
-/// Takes the next batch: waits for a first job, then up to [`BATCH_WINDOW`] for more, unless
-/// an end is queued or the writer is closing. `None` when closed and empty.
-fn next_batch(q: &Queue) -> Option<Vec<Job>> {
+/// Takes the next batch: waits for a first job (or until `fold`, then returns an empty
+/// batch), then up to [`BATCH_WINDOW`] for more, unless an end is queued or the writer is
+/// closing. `None` when closed and empty.
+fn next_batch(q: &Queue, fold: Option<Instant>) -> Option<Vec<Job>> {
     let mut st = q.state.lock();
     while st.jobs.is_empty() {
         if st.closed {
             return None;
         }
-        q.wake.wait(&mut st);
+        match fold {
+            Some(at) => {
+                if q.wake.wait_until(&mut st, at).timed_out() && st.jobs.is_empty() && !st.closed {
+                    return Some(Vec::new());
+                }
+            }
+            None => q.wake.wait(&mut st),
+        }
     }
     let until = Instant::now() + BATCH_WINDOW;
     while !st.urgent && !st.closed && st.jobs.len() < MAX_BATCH {
@@ -178,18 +215,61 @@ fn run(location: Location, q: &Queue, on_commit: Box<dyn Fn() + Send>) {
         Ok::<_, crate::Error>(s)
     };
     let mut store = open().map_err(|e| tracing::warn!("ledger writer: {e}"));
-    while let Some(batch) = next_batch(q) {
+    // Laps a killed process left without memories are folded soon after a writer starts.
+    let mut folding = Folding { unfolded: 0, due: Some(Instant::now() + FOLD_EVERY) };
+    while let Some(batch) = next_batch(q, folding.due) {
         if store.is_err() {
             // The first open can race a migration in another process: try again per batch.
             store = open().map_err(|e| tracing::warn!("ledger writer: {e}"));
         }
-        commit(store.as_mut().ok(), batch, &*on_commit);
+        commit(store.as_mut().ok(), batch, &*on_commit, &mut folding);
+        if folding.due.is_some_and(|at| Instant::now() >= at) {
+            fold(store.as_mut().ok(), &mut folding, usize::MAX, &*on_commit);
+        }
     }
+    fold(store.as_mut().ok(), &mut folding, usize::MAX, &*on_commit);
+}
+
+/// Folds up to `most` laps waiting for their ledger memory (in [`FOLD_CHUNK`] transactions).
+/// Fail-open: an error is logged and the fold tried again [`FOLD_EVERY`] later.
+fn fold(store: Option<&mut Store>, folding: &mut Folding, most: usize, on_commit: &dyn Fn()) {
+    let Some(store) = store else { return };
+    let t0 = Instant::now();
+    let mut done = 0;
+    let r = loop {
+        let chunk = FOLD_CHUNK.min(most - done);
+        match store.laps_fold(chunk) {
+            Ok(n) => {
+                done += n;
+                if n < chunk {
+                    break Ok(true);
+                }
+                if done >= most {
+                    break Ok(false);
+                }
+            }
+            Err(e) => break Err(e),
+        }
+    };
+    if done > 0 {
+        tracing::debug!(laps = done, ms = t0.elapsed().as_secs_f64() * 1e3, "ledger writer: folded lap memories");
+        on_commit();
+    }
+    folding.unfolded = 0;
+    folding.due = match r {
+        Ok(true) => None,
+        // More wait than this call would take: soon, after whatever is queued.
+        Ok(false) => Some(Instant::now()),
+        Err(e) => {
+            tracing::warn!("ledger writer: deriving lap memories failed (tried again later): {e}");
+            Some(Instant::now() + FOLD_EVERY)
+        }
+    };
 }
 
 /// Writes a batch: its laps in one transaction, then its ends in another (their result JSON
 /// is rendered once the laps' fate is known). A failed transaction is retried write by write.
-fn commit(mut store: Option<&mut Store>, batch: Vec<Job>, on_commit: &dyn Fn()) {
+fn commit(mut store: Option<&mut Store>, batch: Vec<Job>, on_commit: &dyn Fn(), folding: &mut Folding) {
     let (mut laps, mut ends) = (Vec::new(), Vec::new());
     for job in batch {
         match job {
@@ -199,18 +279,26 @@ fn commit(mut store: Option<&mut Store>, batch: Vec<Job>, on_commit: &dyn Fn()) 
     }
     let mut wrote = false;
     if !laps.is_empty() {
+        let t0 = Instant::now();
         let writes: Vec<LapWrite<'_>> = laps.iter().map(lap_write).collect();
         let all = match store.as_deref_mut() {
-            Some(s) => s.laps_insert_with_memory(&writes),
+            Some(s) => s.laps_record(&writes),
             None => Err(crate::Error::Internal("the ledger writer has no database".into())),
         };
         match all {
-            Ok(()) => wrote = true,
+            Ok(()) => {
+                wrote = true;
+                folding.unfolded += writes.len();
+                tracing::debug!(laps = writes.len(), ms = t0.elapsed().as_secs_f64() * 1e3, "ledger writer: stored laps");
+            }
             Err(e) => {
                 tracing::warn!("ledger batch of {} laps failed, writing them one by one: {e}", writes.len());
                 for l in &laps {
-                    match store.as_deref_mut().map(|s| s.laps_insert_with_memory(&[lap_write(l)])) {
-                        Some(Ok(())) => wrote = true,
+                    match store.as_deref_mut().map(|s| s.laps_record(&[lap_write(l)])) {
+                        Some(Ok(())) => {
+                            wrote = true;
+                            folding.unfolded += 1;
+                        }
                         Some(Err(e)) => {
                             tracing::warn!(run_id = %l.run_id, "ledger write failed: {e}");
                             l.failed.fetch_add(1, Ordering::AcqRel);
@@ -222,6 +310,17 @@ fn commit(mut store: Option<&mut Store>, batch: Vec<Job>, on_commit: &dyn Fn()) 
                 }
             }
         }
+    }
+    if folding.unfolded > 0 && folding.due.is_none() {
+        folding.due = Some(Instant::now() + FOLD_EVERY);
+    }
+    let crowd = !ends.is_empty() && folding.unfolded > FOLD_INLINE;
+    if !ends.is_empty() && !crowd && folding.unfolded > 0 {
+        // Few laps wait: their memories go in before the ends, so a run that answered has
+        // its laps findable by recall.
+        let folded = std::cell::Cell::new(false);
+        fold(store.as_deref_mut(), folding, FOLD_INLINE, &|| folded.set(true));
+        wrote |= folded.get();
     }
     if !ends.is_empty() {
         let mut rendered = Vec::with_capacity(ends.len());
@@ -268,6 +367,12 @@ fn commit(mut store: Option<&mut Store>, batch: Vec<Job>, on_commit: &dyn Fn()) 
     }
     if wrote {
         on_commit();
+    }
+    if crowd {
+        // Many runs are ending together: their ends go first, their laps' memories once the
+        // crowd has passed.
+        let soon = Instant::now() + FOLD_AFTER_CROWD;
+        folding.due = Some(folding.due.map_or(soon, |d| d.min(soon)));
     }
 }
 

@@ -176,12 +176,12 @@ impl PgStore {
         status.map(|s| RunStatus::parse(&s)).transpose()
     }
 
-    pub fn run_cancel_requested(&self, run_id: &str) -> Result<bool> {
-        let row = self
+    pub fn runs_cancelling(&self) -> Result<std::collections::HashSet<String>> {
+        let rows = self
             .client()?
-            .query_opt("SELECT cancel_requested FROM loop_runs WHERE run_id = $1", &[&run_id])
+            .query("SELECT run_id FROM loop_runs WHERE cancel_requested AND status = 'running'", &[])
             .map_err(|e| self.err(e))?;
-        Ok(row.is_some_and(|r| r.get(0)))
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     pub fn run_get(&self, run_id: &str) -> Result<Option<RunRow>> {

@@ -72,6 +72,10 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, lap)
     );
     "#,
+    // v2: the runs asked to stop and not stopped yet, which waiting loops read in one query.
+    r#"
+    CREATE INDEX loop_runs_cancelling ON loop_runs(run_id) WHERE cancel_requested AND status = 'running';
+    "#,
 ];
 
 /// The schema version this binary writes.
