@@ -265,6 +265,48 @@ fn a_killed_run_shows_as_interrupted() {
     assert_eq!(root.json(&["loop", "show", &run_id])["status"], "interrupted");
 }
 
+/// A lap is on disk as its ledger row within 250 ms; its ledger memory may still be waiting
+/// for the writer's fold when the process is killed. The next process that writes the ledger
+/// (here `embed-pending`, which `loop run` starts when it ends) gives every such lap its
+/// memory: the text, tags and time the lap would have had, nothing lost, nothing doubled.
+#[test]
+fn a_killed_runs_laps_get_their_memories_from_the_next_writer() {
+    let root = Root::new();
+    let mut child = spawn_run(
+        &root,
+        &["--name", "cut", "--gate-query", "never", "--gate-min-score", "0.99", "--max-wallclock-s", "60", "--poll-interval-s", "0.25"],
+    );
+    let run_id = wait_running(&root, "cut");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while root.json(&["loop", "show", &run_id])["laps"].as_array().map_or(0, Vec::len) < 4 {
+        assert!(std::time::Instant::now() < deadline, "the run never recorded 4 laps");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let show = root.json(&["loop", "show", &run_id]);
+    let mut want: Vec<String> = show["laps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| lap_text("cut", l["lap"].as_i64().unwrap(), l["detail"].as_str().unwrap()))
+        .collect();
+    expect_exit(&root.run(&["embed-pending"]), 0, "embed-pending");
+    let list = root.json(&["list", "--kind", "lap", "--tag", "loop:cut", "--limit", "1000"]);
+    let mut got: Vec<String> = list["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap().to_string()).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "every recorded lap has exactly one ledger memory");
+    let suffix = run_id.strip_prefix("cut-").unwrap();
+    for m in list["memories"].as_array().unwrap() {
+        let tags: Vec<&str> = m["tags"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+        assert_eq!(tags, ["loop", "loop:cut", &format!("run:{suffix}")]);
+    }
+    // Found by recall too, now that embed-pending has given them vectors.
+    let hits = root.json(&["recall", "loop cut lap 2", "--tag", "loop:cut", "--limit", "1"]);
+    assert!(hits["hits"][0]["content"].as_str().unwrap().starts_with("loop cut lap "), "{hits}");
+}
+
 #[test]
 fn ledger_failures_are_counted_and_the_loop_goes_on() {
     let root = Root::new();
