@@ -18,10 +18,12 @@ use parking_lot::Mutex;
 
 use crate::Result;
 
+/// When a load began, the feed generation read before it, and what it loaded.
+type Loaded<T> = (Instant, Option<u64>, Arc<T>);
+
 /// A value loaded from the store, shared while fresh.
 pub struct Fresh<T> {
-    /// When the load began, the feed generation read before it, and what it loaded.
-    state: Mutex<Option<(Instant, Option<u64>, Arc<T>)>>,
+    state: Mutex<Option<Loaded<T>>>,
 }
 
 impl<T> Default for Fresh<T> {
