@@ -124,3 +124,43 @@ fn import_rejects_bad_record_lines_by_name() {
     assert_eq!(kept["memories"].as_array().unwrap().len(), 1);
     assert_eq!(kept["memories"][0]["created_at"], "2025-01-02T03:04:05.000000Z", "created_at is kept, in UTC");
 }
+
+/// A `remember` from another process while a long import of precomputed embeddings writes
+/// (several 8,192-row transactions and a log that grows to hundreds of megabytes between
+/// checkpoints) is stored, within the busy timeout, and the import still stores every line.
+#[test]
+fn a_remember_during_an_import_gets_through() {
+    let root = Root::new();
+    let n = 6 * 8192;
+    let path = root.tmp.path().join("big.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    // A unit vector per line, varied so the vectors differ: short text keeps the file small.
+    let rest = vec!["0"; slm::embed::DIM - 2].join(",");
+    for i in 0..n {
+        writeln!(f, r#"{{"content":"bulk line {i}","tags":["bulk"],"embedding":[1,{},{rest}]}}"#, i % 97).unwrap();
+    }
+    drop(f);
+    let mut import = root.cmd(&["import", path.to_str().unwrap(), "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let db = root.db_path();
+    let stored = || -> i64 {
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|c| c.query_row("SELECT count(*) FROM memories", [], |r| r.get(0)))
+            .unwrap_or(0)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while stored() == 0 {
+        assert!(import.try_wait().unwrap().is_none(), "the import ended before a batch was seen");
+        assert!(std::time::Instant::now() < deadline, "no batch committed in 120 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(import.try_wait().unwrap().is_none(), "the import ended before the remember started");
+    let id = root.remember("remembered while an import writes", &["side"]);
+    let out = import.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "import: {}", String::from_utf8_lossy(&out.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["imported"].as_u64(), v["skipped"].as_array().map(Vec::len)), (Some(n as u64), Some(0)), "{v}");
+    assert_eq!(root.count(), n as u64 + 1);
+    let conn = rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let content: String = conn.query_row("SELECT content FROM memories WHERE id = ?1", [id], |r| r.get(0)).unwrap();
+    assert_eq!(content, "remembered while an import writes");
+}
