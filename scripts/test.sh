@@ -113,7 +113,7 @@ cargo test --release --locked --no-fail-fast 2>&1 | tee "$log"
 status="${PIPESTATUS[0]}"
 # The shared behaviour tests again, each data root on a fresh database of a private PostgreSQL
 # server (tests/it/common.rs: Root::new). Tests of SQLite itself (a broken schema, the file's
-# path) stay SQLite-only; the polling fallback's 2 s lap races the remember process on a loaded
+# path, its write lock during an import) stay SQLite-only; the polling fallback's 2 s lap races the remember process on a loaded
 # machine with PostgreSQL (it passes by hand) and is skipped here until that is understood.
 echo "== shared behaviour tests on PostgreSQL (SLM_TEST_STORE=postgres)"
 SLM_TEST_STORE=postgres cargo test --release --locked --no-fail-fast --test it -- \
