@@ -4,7 +4,11 @@
 //! One connection per role (the engine's reader/writer behind its mutex, the ledger writer's
 //! own, a LISTEN connection per feed in [`listen`]), through the synchronous `postgres` client.
 //! A dropped connection is reopened by the next call; the call that met it fails (exit 1), and
-//! its transaction rolled back on the server, so nothing is half-written.
+//! its transaction rolled back on the server, so nothing is half-written. A one-shot `slm
+//! remember` or `recall` spends most of its extra time on round trips, so the queries every
+//! such process makes (the schema version, meta, catch-up, reading hits, inserting) give their
+//! parameter types and go in one round trip each (`query_typed`), not a prepare and then an
+//! execute.
 //!
 //! Two rules make the shared store behave like the single-writer file:
 //! - **Ids in commit order.** A PostgreSQL sequence hands out ids at insert time, so id 41 can
@@ -32,6 +36,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ::postgres::fallible_iterator::FallibleIterator;
+use ::postgres::types::Type;
 use ::postgres::{Client, Config, NoTls, Transaction};
 
 use self::tls::Connector;
@@ -294,7 +299,7 @@ impl PgStore {
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        let row = self.client()?.query_opt("SELECT value FROM meta WHERE key = $1", &[&key]).map_err(|e| self.err(e))?;
+        let row = self.client()?.query_typed_opt("SELECT value FROM meta WHERE key = $1", &[(&key, Type::TEXT)]).map_err(|e| self.err(e))?;
         Ok(row.map(|r| r.get(0)))
     }
 
@@ -351,7 +356,7 @@ impl PgStore {
     pub fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>> {
         let rows = self
             .client()?
-            .query(&format!("{MEMORY_SELECT} WHERE m.id = ANY($1)"), &[&ids])
+            .query_typed(&format!("{MEMORY_SELECT} WHERE m.id = ANY($1)"), &[(&ids, Type::INT8_ARRAY)])
             .map_err(|e| self.err(e))?;
         let mut by_id: std::collections::HashMap<i64, Memory> =
             rows.iter().map(to_memory).collect::<Result<Vec<_>>>()?.into_iter().map(|m| (m.id, m)).collect();
@@ -403,7 +408,7 @@ impl PgStore {
     }
 
     pub fn max_id(&self) -> Result<i64> {
-        let row = self.client()?.query_one("SELECT coalesce(max(id), 0) FROM memories", &[]).map_err(|e| self.err(e))?;
+        let row = self.client()?.query_typed_one("SELECT coalesce(max(id), 0) FROM memories", &[]).map_err(|e| self.err(e))?;
         Ok(row.get(0))
     }
 
@@ -411,10 +416,7 @@ impl PgStore {
     pub fn max_issued_id(&self) -> Result<i64> {
         let row = self
             .client()?
-            .query_one(
-                "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM memories_id_seq",
-                &[],
-            )
+            .query_typed_one("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM memories_id_seq", &[])
             .map_err(|e| self.err(e))?;
         Ok(row.get(0))
     }
@@ -431,9 +433,9 @@ impl PgStore {
     pub fn vectors_after(&self, after: i64, kind: Option<Kind>, visit: &mut VectorVisitor<'_>) -> Result<()> {
         let kind = kind.map(|k| k.as_str().to_string());
         let mut c = self.client()?;
-        let params: [&(dyn ::postgres::types::ToSql + Sync); 2] = [&after, &kind];
+        let params: [(&(dyn ::postgres::types::ToSql + Sync), Type); 2] = [(&after, Type::INT8), (&kind, Type::TEXT)];
         let mut rows = c
-            .query_raw(
+            .query_typed_raw(
                 "SELECT id, kind, embedding FROM memories WHERE id > $1 AND ($2::text IS NULL OR kind = $2) ORDER BY id",
                 params,
             )
@@ -565,7 +567,7 @@ fn to_memory(r: &::postgres::Row) -> Result<Memory> {
 /// drawn, so ids commit in the order they were drawn.
 fn begin_inserts<'c>(c: &'c mut Client) -> Result<Transaction<'c>, ::postgres::Error> {
     let mut tx = c.transaction()?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&IDS_LOCK])?;
+    tx.query_typed("SELECT pg_advisory_xact_lock($1)", &[(&IDS_LOCK, Type::INT8)])?;
     Ok(tx)
 }
 
@@ -577,20 +579,27 @@ fn notify(tx: &mut Transaction<'_>, topic: Topic) -> Result<(), ::postgres::Erro
 /// Inserts one row and its tags (the caller holds [`IDS_LOCK`]): `(id, deduped)`.
 fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> Result<(i64, bool), ::postgres::Error> {
     let key = row_key(row.kind, row.content, row.tags, created_at);
-    let inserted = tx.query_opt(
+    let blob = crate::spaces::to_blob(row.embedding);
+    let inserted = tx.query_typed_opt(
         "INSERT INTO memories(kind, content, created_at, dedup_key, embedding) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (dedup_key) DO NOTHING RETURNING id",
-        &[&row.kind.as_str(), &row.content, &created_at, &&key[..], &crate::spaces::to_blob(row.embedding)],
+        &[
+            (&row.kind.as_str(), Type::TEXT),
+            (&row.content, Type::TEXT),
+            (&created_at, Type::TEXT),
+            (&&key[..], Type::BYTEA),
+            (&blob, Type::BYTEA),
+        ],
     )?;
     let Some(r) = inserted else {
-        let id = tx.query_one("SELECT id FROM memories WHERE dedup_key = $1", &[&&key[..]])?.get(0);
+        let id = tx.query_typed_one("SELECT id FROM memories WHERE dedup_key = $1", &[(&&key[..], Type::BYTEA)])?.get(0);
         return Ok((id, true));
     };
     let id: i64 = r.get(0);
     if !row.tags.is_empty() {
-        tx.execute(
+        tx.query_typed(
             "INSERT INTO memory_tags(memory_id, tag) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING",
-            &[&id, &row.tags],
+            &[(&id, Type::INT8), (&row.tags, Type::TEXT_ARRAY)],
         )?;
     }
     Ok((id, false))

@@ -83,7 +83,8 @@ pub const PG_SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// The version recorded in the database (0: no schema yet).
 fn version(c: &mut Client) -> std::result::Result<i32, ::postgres::Error> {
-    match c.query_one("SELECT coalesce(max(version), 0) FROM slm_schema", &[]) {
+    // One round trip (no separate prepare): every process opening the store asks this.
+    match c.query_typed_one("SELECT coalesce(max(version), 0) FROM slm_schema", &[]) {
         Ok(r) => Ok(r.get(0)),
         Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(0),
         Err(e) => Err(e),
