@@ -379,7 +379,7 @@ class Fuzz:
         ok = not problems
         print(f"fuzz: {calls} CLI calls ({len(edges)} fixed extremes, then seed {SEED}) -> exit codes {{{hist}}}, "
               f"{sum('panic' in p for p in problems)} panics, {sum(' exit ' in p for p in problems)} codes outside "
-              f"{{0,1,2,3,130}}, {writes_on_2} writes on exit 2, {time.monotonic() - t0:.1f} s "
+              f"{{0,1,2,3,130}}, {writes_on_2} writes on exit 2, {secs:.1f} s "
               f"({secs / calls * 1000:.0f} ms/call) -> {'PASS' if ok else 'FAIL'}")
         for p in problems[:10]:
             print("  " + p)

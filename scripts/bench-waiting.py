@@ -6,7 +6,8 @@ Prints one JSON line of figures. Uses the official MCP Python SDK (installed by 
 The idle window starts once every loop has recorded its first lap (read from the store), so
 start-up is not counted as idle; `start_s` says how long starting them all took.
 With SLM_BENCH_PERF=FILE, `perf record -g` samples the server during the idle window; with
-SLM_BENCH_PERF_CONVERGE=FILE, during the 2 s from the matching write.
+SLM_BENCH_PERF_CONVERGE=FILE, during the 2 s from the matching write. The server inherits this
+environment, so SLM_LOG=slm=debug shows the ledger writer's batch and fold timings.
 """
 
 import json
@@ -30,21 +31,6 @@ def cpu_ticks(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime
-
-
-def thread_ticks(pid):
-    """CPU ticks of each thread of `pid`, summed by thread name."""
-    out = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                head, tail = f.read().rsplit(")", 1)
-            name = head.split("(", 1)[1]
-            fields = tail.split()
-            out[name] = out.get(name, 0) + int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return out
 
 
 def rss_mb(pid):
@@ -100,14 +86,9 @@ async def main():
                 perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(pid), "-o",
                                          os.environ["SLM_BENCH_PERF"], "--", "sleep", str(IDLE_S)],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            t0, c0, th0 = time.monotonic(), cpu_ticks(pid), thread_ticks(pid)
+            t0, c0 = time.monotonic(), cpu_ticks(pid)
             await anyio.sleep(IDLE_S)
-            idle_s = time.monotonic() - t0
-            idle_cpu = (cpu_ticks(pid) - c0) / os.sysconf("SC_CLK_TCK") / idle_s
-            th1 = thread_ticks(pid)
-            by_thread = {n: round((th1[n] - th0.get(n, 0)) / os.sysconf("SC_CLK_TCK") / idle_s, 3) for n in th1
-                         if th1[n] != th0.get(n, 0)}
-            by_thread["threads"] = len(os.listdir(f"/proc/{pid}/task"))
+            idle_cpu = (cpu_ticks(pid) - c0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
             rss = rss_mb(pid)
             if perf:
                 perf.wait()
@@ -132,7 +113,7 @@ async def main():
         lap_recorded = db.execute("SELECT count(*) FROM loop_runs r JOIN loop_laps l ON l.run_id = r.run_id "
                                   "AND l.lap = r.laps WHERE r.status = 'converged' AND l.decision = 'converged'").fetchone()[0]
         converged = sum(1 for _, st, _ in done if st == "converged")
-        print(json.dumps({"loops": LOOPS, "idle_cpu_of_one_core": round(idle_cpu, 3), "idle_cpu_by_thread": by_thread, "rss_mb": round(rss, 1),
+        print(json.dumps({"loops": LOOPS, "idle_cpu_of_one_core": round(idle_cpu, 3), "rss_mb": round(rss, 1),
                           "start_s": round(start_s, 2), "converged": converged, "all_answered_after_write_s": round(last - written, 3),
                           "median_answer_after_write_s": round(after[len(after) // 2], 3),
                           "all_ended_in_store_after_commit_s": round(spread, 3),

@@ -503,18 +503,11 @@ impl Engine {
     /// Derives the ledger memory of every lap stored without one (see
     /// [`crate::storage::writer`]); how many.
     pub fn fold_laps(&self) -> Result<usize> {
-        const CHUNK: usize = 4096;
-        let mut done = 0;
-        loop {
-            let n = self.store().laps_fold(CHUNK)?;
-            done += n;
-            if n < CHUNK {
-                if done > 0 {
-                    self.announce(Topic::Ledger);
-                }
-                return Ok(done);
-            }
+        let (done, r) = self.store().laps_fold(usize::MAX);
+        if done > 0 {
+            self.announce(Topic::Ledger);
         }
+        r.map(|_| done)
     }
 
     fn backfill_rows(&self, max: usize) -> Result<usize> {

@@ -96,8 +96,9 @@ pub struct LeanBert {
     max_chars: usize,
     /// Tokens the template adds around one sequence (`[CLS]`, `[SEP]`).
     specials: usize,
-    /// The added tokens' contents: a word holding one is counted by the whole tokenizer.
-    added: Vec<String>,
+    /// The added tokens' contents, lowercased and as given: a word holding one is counted by
+    /// the whole tokenizer.
+    added: Vec<(String, String)>,
 }
 
 impl LeanBert {
@@ -119,7 +120,12 @@ impl LeanBert {
             prefix: f.model.continuing_subword_prefix,
             max_chars: f.model.max_input_chars_per_word,
             specials: f.post_processor.map_or(0, |p| p.added_tokens(false)),
-            added: f.added_tokens.into_iter().map(|a| a.content).filter(|c| !c.is_empty()).collect(),
+            added: f
+                .added_tokens
+                .into_iter()
+                .filter(|a| !a.content.is_empty())
+                .map(|a| (a.content.to_lowercase(), a.content))
+                .collect(),
         })
     }
 
@@ -129,7 +135,7 @@ impl LeanBert {
     fn needs_full(&self, word: &str) -> bool {
         !self.added.is_empty() && {
             let lower = word.to_lowercase();
-            self.added.iter().any(|a| word.contains(a.as_str()) || lower.contains(&a.to_lowercase()))
+            self.added.iter().any(|(a_lower, a)| word.contains(a.as_str()) || lower.contains(a_lower.as_str()))
         }
     }
 

@@ -77,6 +77,9 @@ macro_rules! both {
     };
 }
 
+/// Laps given their ledger memory per transaction by [`Store::laps_fold`].
+const FOLD_CHUNK: usize = 4096;
+
 impl Store {
     /// Opens the SQLite database at `path` (see [`SqliteStore::open`]).
     pub fn open(path: &Path) -> Result<Store> {
@@ -221,12 +224,25 @@ impl Store {
             Store::Postgres(s) => s.laps_insert_with_memory(laps),
         }
     }
-    /// Derives the ledger memories of up to `limit` laps stored without one; how many. Always
-    /// 0 on PostgreSQL, whose laps are stored with their memory.
-    pub fn laps_fold(&mut self, limit: usize) -> Result<usize> {
-        match self {
-            Store::Sqlite(s) => s.laps_fold(limit),
-            Store::Postgres(_) => Ok(0),
+    /// Derives the ledger memories of up to `most` laps stored without one, in transactions of
+    /// [`FOLD_CHUNK`] laps: how many, and whether none is left waiting (or the error that
+    /// stopped it, after the chunks already committed). Nothing to do on PostgreSQL, whose
+    /// laps are stored with their memory.
+    pub fn laps_fold(&mut self, most: usize) -> (usize, Result<bool>) {
+        let Store::Sqlite(s) = self else { return (0, Ok(true)) };
+        let mut done = 0;
+        loop {
+            let chunk = FOLD_CHUNK.min(most - done);
+            match s.laps_fold(chunk) {
+                Ok(n) if n < chunk => return (done + n, Ok(true)),
+                Ok(n) => {
+                    done += n;
+                    if done >= most {
+                        return (done, Ok(false));
+                    }
+                }
+                Err(e) => return (done, Err(e)),
+            }
         }
     }
     pub fn runs_finish(&mut self, ends: &[RunEnd<'_>]) -> Result<()> {

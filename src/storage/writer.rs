@@ -45,15 +45,12 @@ const MAX_BATCH: usize = 4096;
 pub const FOLD_EVERY: Duration = Duration::from_secs(5);
 
 /// When a run ends with at most this many laps waiting for their memories, they are folded
-/// before the end is stored; with more, just after the ends are answered.
+/// before the end is stored; with more, [`FOLD_AFTER_CROWD`] after the ends are answered.
 const FOLD_INLINE: usize = 512;
 
 /// How long after a crowd of ends (more than [`FOLD_INLINE`] laps waiting) their laps are
 /// folded: the other runs ending with them are not held up behind the fold.
 const FOLD_AFTER_CROWD: Duration = Duration::from_secs(1);
-
-/// Laps folded per transaction.
-const FOLD_CHUNK: usize = 4096;
 
 /// The writer's account of laps stored without their ledger memory.
 struct Folding {
@@ -223,37 +220,24 @@ fn run(location: Location, q: &Queue, on_commit: Box<dyn Fn() + Send>) {
             store = open().map_err(|e| tracing::warn!("ledger writer: {e}"));
         }
         commit(store.as_mut().ok(), batch, &*on_commit, &mut folding);
-        if folding.due.is_some_and(|at| Instant::now() >= at) {
-            fold(store.as_mut().ok(), &mut folding, usize::MAX, &*on_commit);
+        if folding.due.is_some_and(|at| Instant::now() >= at) && fold(store.as_mut().ok(), &mut folding, usize::MAX) > 0 {
+            on_commit();
         }
     }
-    fold(store.as_mut().ok(), &mut folding, usize::MAX, &*on_commit);
+    if fold(store.as_mut().ok(), &mut folding, usize::MAX) > 0 {
+        on_commit();
+    }
 }
 
-/// Folds up to `most` laps waiting for their ledger memory (in [`FOLD_CHUNK`] transactions).
-/// Fail-open: an error is logged and the fold tried again [`FOLD_EVERY`] later.
-fn fold(store: Option<&mut Store>, folding: &mut Folding, most: usize, on_commit: &dyn Fn()) {
-    let Some(store) = store else { return };
+/// Folds up to `most` laps waiting for their ledger memory ([`Store::laps_fold`]) and says
+/// how many (the caller announces them). Fail-open: an error is logged and the fold tried
+/// again [`FOLD_EVERY`] later.
+fn fold(store: Option<&mut Store>, folding: &mut Folding, most: usize) -> usize {
+    let Some(store) = store else { return 0 };
     let t0 = Instant::now();
-    let mut done = 0;
-    let r = loop {
-        let chunk = FOLD_CHUNK.min(most - done);
-        match store.laps_fold(chunk) {
-            Ok(n) => {
-                done += n;
-                if n < chunk {
-                    break Ok(true);
-                }
-                if done >= most {
-                    break Ok(false);
-                }
-            }
-            Err(e) => break Err(e),
-        }
-    };
+    let (done, r) = store.laps_fold(most);
     if done > 0 {
         tracing::debug!(laps = done, ms = t0.elapsed().as_secs_f64() * 1e3, "ledger writer: folded lap memories");
-        on_commit();
     }
     folding.unfolded = 0;
     folding.due = match r {
@@ -265,6 +249,7 @@ fn fold(store: Option<&mut Store>, folding: &mut Folding, most: usize, on_commit
             Some(Instant::now() + FOLD_EVERY)
         }
     };
+    done
 }
 
 /// Writes a batch: its laps in one transaction, then its ends in another (their result JSON
@@ -318,9 +303,7 @@ fn commit(mut store: Option<&mut Store>, batch: Vec<Job>, on_commit: &dyn Fn(), 
     if !ends.is_empty() && !crowd && folding.unfolded > 0 {
         // Few laps wait: their memories go in before the ends, so a run that answered has
         // its laps findable by recall.
-        let folded = std::cell::Cell::new(false);
-        fold(store.as_deref_mut(), folding, FOLD_INLINE, &|| folded.set(true));
-        wrote |= folded.get();
+        wrote |= fold(store.as_deref_mut(), folding, FOLD_INLINE) > 0;
     }
     if !ends.is_empty() {
         let mut rendered = Vec::with_capacity(ends.len());
