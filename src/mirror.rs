@@ -164,10 +164,12 @@ impl Mirror {
     /// Maps the live generation if it mirrors this store, rebuilds it if not, and streams a
     /// large backlog into it.
     fn first_open(&self, d: &Derived, st: &mut State, store: &Mutex<Store>, index: &Searcher) -> Result<()> {
-        let max = store.lock().max_id()?;
-        match d.head() {
+        // The head first: the marks read after it cover every id it accounts for.
+        let head = d.head();
+        let (max, issued) = store.lock().id_marks()?;
+        match head {
             Some((_, head)) => {
-                if Some(head.store_id) != st.store_id || !self.matches(d, &head, store)? {
+                if Some(head.store_id) != st.store_id || !self.matches(d, &head, issued, store)? {
                     tracing::info!("derived vector files do not match the store; rebuilding");
                     self.rebuild_locked(d, st, store)?;
                 } else if max > head.upto {
@@ -185,12 +187,13 @@ impl Mirror {
     }
 
     /// True when the live generation is a faithful copy of the store so far: the store has
-    /// issued every id the head accounts for, and sampled rows carry the same bytes.
-    fn matches(&self, d: &Derived, head: &Head, store: &Mutex<Store>) -> Result<bool> {
-        let store = store.lock();
-        if store.max_issued_id()? < head.upto {
+    /// issued every id the head accounts for (`issued`, read after the head), and sampled rows
+    /// carry the same bytes.
+    fn matches(&self, d: &Derived, head: &Head, issued: i64, store: &Mutex<Store>) -> Result<bool> {
+        if issued < head.upto {
             return Ok(false);
         }
+        let store = store.lock();
         let Some(seg) = d.load()? else { return Ok(false) };
         let n = seg.len();
         if n == 0 {
@@ -199,17 +202,15 @@ impl Mirror {
         let ids = seg.ids();
         let mut samples: Vec<usize> = vec![n - 1, 0, n / 2, n / 4, 3 * n / 4, n / 8, 7 * n / 8];
         samples.dedup();
-        for pos in samples {
+        for &pos in &samples {
             if ids.get(pos).is_none_or(|id| pos > 0 && *id <= ids[pos - 1]) {
                 return Ok(false);
             }
-            if let Some(blob) = store.vector_blob(ids[pos])? {
-                if blob != crate::spaces::to_blob(seg.vector(pos)) {
-                    return Ok(false);
-                }
-            }
         }
-        Ok(true)
+        // One read for all the samples (a round trip each would be most of a PostgreSQL
+        // process's start-up).
+        let stored = store.vector_blobs(&samples.iter().map(|&p| ids[p]).collect::<Vec<_>>())?;
+        Ok(samples.iter().all(|&pos| stored.get(&ids[pos]).is_none_or(|blob| *blob == crate::spaces::to_blob(seg.vector(pos)))))
     }
 
     fn append_from_store(&self, d: &Derived, st: &mut State, store: &Mutex<Store>) -> Result<Option<Head>> {

@@ -156,11 +156,12 @@ impl Store {
     pub fn max_id(&self) -> Result<i64> {
         both!(self, s => s.max_id())
     }
-    pub fn max_issued_id(&self) -> Result<i64> {
-        both!(self, s => s.max_issued_id())
+    /// `(max_id, max_issued_id)`, in one read.
+    pub fn id_marks(&self) -> Result<(i64, i64)> {
+        both!(self, s => s.id_marks())
     }
-    pub fn vector_blob(&self, id: i64) -> Result<Option<Vec<u8>>> {
-        both!(self, s => s.vector_blob(id))
+    pub fn vector_blobs(&self, ids: &[i64]) -> Result<std::collections::HashMap<i64, Vec<u8>>> {
+        both!(self, s => s.vector_blobs(ids))
     }
     pub fn vectors_after(&self, after: i64, kind: Option<Kind>, visit: &mut VectorVisitor<'_>) -> Result<()> {
         both!(self, s => s.vectors_after(after, kind, visit))

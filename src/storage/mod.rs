@@ -28,6 +28,7 @@ pub use pg::{PgUrl, PG_SCHEMA_VERSION};
 pub use ledger::{LapRow, LapWrite, RunEnd, RunRow, StepWrite};
 pub use transfer::{ExportItem, LapOut, MemoryOut, RunOut};
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -611,7 +612,7 @@ impl SqliteStore {
 
     /// The largest id this store has ever issued (`AUTOINCREMENT`'s sequence; 0 when none):
     /// unlike `max(id)` it never goes down, except when an older copy of the file is restored.
-    pub fn max_issued_id(&self) -> Result<i64> {
+    fn max_issued_id(&self) -> Result<i64> {
         self.conn
             .query_row("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0)", [], |r| r.get(0))
             .or_else(|e| match e {
@@ -623,11 +624,23 @@ impl SqliteStore {
     }
 
     /// The stored vector bytes of row `id` (empty when stored without one), if it exists.
-    pub fn vector_blob(&self, id: i64) -> Result<Option<Vec<u8>>> {
-        self.conn
-            .prepare_cached("SELECT embedding FROM memories WHERE id = ?1")
-            .and_then(|mut st| st.query_row([id], |r| r.get::<_, Vec<u8>>(0)).optional())
-            .map_err(|e| self.err(e))
+    /// The stored vector bytes of those of `ids` that exist.
+    pub fn vector_blobs(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<u8>>> {
+        let mut out = HashMap::with_capacity(ids.len());
+        for &id in ids {
+            let blob = self
+                .conn
+                .prepare_cached("SELECT embedding FROM memories WHERE id = ?1")
+                .and_then(|mut st| st.query_row([id], |r| r.get::<_, Vec<u8>>(0)).optional())
+                .map_err(|e| self.err(e))?;
+            out.extend(blob.map(|b| (id, b)));
+        }
+        Ok(out)
+    }
+
+    /// The largest id stored and the largest ever issued.
+    pub fn id_marks(&self) -> Result<(i64, i64)> {
+        Ok((self.max_id()?, self.max_issued_id()?))
     }
 
     /// Visits the vectors of every row with `id > after`, in id order, optionally of one kind.

@@ -30,6 +30,7 @@ mod transfer;
 pub use schema::PG_SCHEMA_VERSION;
 
 use std::cell::{Cell, RefCell, RefMut};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,6 +57,9 @@ const BACKFILL_LOCK: i64 = 0x736c_6d00_0000_0003;
 /// A connection idle this long is checked (one empty query) before it is used again: the
 /// server may have restarted meanwhile, and the sync client notices only when it is used.
 const IDLE_RECHECK: Duration = Duration::from_secs(1);
+
+/// How long the meta rows read at open answer for them (a one-shot process's whole life).
+const META_SNAPSHOT_FOR: Duration = Duration::from_secs(2);
 
 /// How long connecting may take when the URL does not say (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -93,7 +97,7 @@ impl PgUrl {
         // `sslmode`/`sslrootcert` are read here: the client knows neither `verify-*` nor
         // `sslrootcert`.
         let ssl = tls::split_params(raw);
-        let mut config = Config::from_str(&ssl.url)
+        let mut config = Config::from_str(&query_host_wins(&ssl.url))
             .map_err(|e| Error::invalid("store", &redacted, format!("must be a valid PostgreSQL URL: {e}")))?;
         if config.get_hosts().is_empty() {
             return Err(Error::invalid("store", &redacted, "must name a host (or a socket directory: ?host=/run/postgresql)"));
@@ -127,6 +131,36 @@ impl PgUrl {
         }
         .map_err(|e| pg_error(&self.redacted, &e))
     }
+}
+
+/// `url` with the host (and port) of its authority dropped when its query names a `host`:
+/// in libpq a query parameter replaces the URL part it names, so
+/// `postgres://u@localhost/db?host=/run/postgresql` means the socket alone. The client crate
+/// would add the socket after `localhost` and try TCP on port 5432 first, which can reach a
+/// different server. An authority port the query does not replace is kept as `port=`.
+fn query_host_wins(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.into() };
+    let Some((before, query)) = rest.split_once('?') else { return url.into() };
+    let named = |key: &str| query.split('&').any(|p| p.split_once('=').map_or(p, |(k, _)| k) == key);
+    if !named("host") {
+        return url.into();
+    }
+    let (authority, path) = before.split_at(before.find('/').unwrap_or(before.len()));
+    let (user, hosts) = match authority.rfind('@') {
+        Some(at) => authority.split_at(at + 1),
+        None => ("", authority),
+    };
+    // One `host:port` (a bracketed IPv6 address has colons of its own).
+    let port = match hosts.rsplit_once(':') {
+        Some((h, p)) if !h.contains(',') && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !p.contains(']') => Some(p),
+        _ => None,
+    };
+    let mut out = format!("{scheme}://{user}{path}?{query}");
+    if let Some(p) = port.filter(|_| !named("port")) {
+        out.push_str("&port=");
+        out.push_str(p);
+    }
+    out.into()
 }
 
 /// `url` with the password of its user-info and any `password=` parameter replaced by `***`.
@@ -221,6 +255,10 @@ pub(crate) fn channel(topic: Topic) -> &'static str {
 /// An open connection to the shared database.
 pub struct PgStore {
     url: PgUrl,
+    /// When the store was opened, and the meta rows read then: they answer [`PgStore::meta`]
+    /// for [`META_SNAPSHOT_FOR`] (meta rows are written once, but a restored database may
+    /// bring others, which a long-lived process must see).
+    opened: (Instant, HashMap<String, String>),
     /// `None` once closed, or after a failed reconnect.
     conn: RefCell<Option<Client>>,
     /// The redacted URL, as the "path" `status` shows.
@@ -236,9 +274,11 @@ impl PgStore {
     /// on several hosts create it once). A database newer than this binary is refused.
     pub fn open(url: &PgUrl) -> Result<PgStore> {
         let mut client = url.connect()?;
-        schema::migrate(&mut client, url.redacted())?;
+        let (found, meta) = schema::open_snapshot(&mut client).map_err(|e| pg_error(url.redacted(), &e))?;
+        schema::migrate(&mut client, url.redacted(), found)?;
         Ok(PgStore {
             url: url.clone(),
+            opened: (Instant::now(), meta),
             conn: RefCell::new(Some(client)),
             shown: PathBuf::from(url.redacted()),
             integrity: None,
@@ -298,12 +338,23 @@ impl PgStore {
         &self.shown
     }
 
+    /// The meta value of `key` as read at open, while that read is recent.
+    fn opened_meta(&self, key: &str) -> Option<&String> {
+        (self.opened.0.elapsed() < META_SNAPSHOT_FOR).then(|| self.opened.1.get(key)).flatten()
+    }
+
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        if let Some(v) = self.opened_meta(key) {
+            return Ok(Some(v.clone()));
+        }
         let row = self.client()?.query_typed_opt("SELECT value FROM meta WHERE key = $1", &[(&key, Type::TEXT)]).map_err(|e| self.err(e))?;
         Ok(row.map(|r| r.get(0)))
     }
 
     pub fn meta_init(&mut self, key: &str, value: &str) -> Result<String> {
+        if let Some(v) = self.opened_meta(key) {
+            return Ok(v.clone());
+        }
         self.client()?
             .execute("INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[&key, &value])
             .map_err(|e| self.err(e))?;
@@ -313,7 +364,7 @@ impl PgStore {
     pub fn find_dedup(&self, key: &[u8]) -> Result<Option<i64>> {
         let row = self
             .client()?
-            .query_opt("SELECT id FROM memories WHERE dedup_key = $1", &[&key])
+            .query_typed_opt("SELECT id FROM memories WHERE dedup_key = $1", &[(&key, Type::BYTEA)])
             .map_err(|e| self.err(e))?;
         Ok(row.map(|r| r.get(0)))
     }
@@ -412,21 +463,27 @@ impl PgStore {
         Ok(row.get(0))
     }
 
-    /// The largest id the sequence has handed out (never goes down, like `AUTOINCREMENT`).
-    pub fn max_issued_id(&self) -> Result<i64> {
+    /// The largest id stored, and the largest the sequence has handed out (never goes down,
+    /// like `AUTOINCREMENT`), in one round trip.
+    pub fn id_marks(&self) -> Result<(i64, i64)> {
         let row = self
             .client()?
-            .query_typed_one("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM memories_id_seq", &[])
+            .query_typed_one(
+                "SELECT (SELECT coalesce(max(id), 0) FROM memories),
+                        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM memories_id_seq)",
+                &[],
+            )
             .map_err(|e| self.err(e))?;
-        Ok(row.get(0))
+        Ok((row.get(0), row.get(1)))
     }
 
-    pub fn vector_blob(&self, id: i64) -> Result<Option<Vec<u8>>> {
-        let row = self
+    /// The stored vector bytes of those of `ids` that exist, in one round trip.
+    pub fn vector_blobs(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<u8>>> {
+        let rows = self
             .client()?
-            .query_opt("SELECT embedding FROM memories WHERE id = $1", &[&id])
+            .query_typed("SELECT id, embedding FROM memories WHERE id = ANY($1)", &[(&ids, Type::INT8_ARRAY)])
             .map_err(|e| self.err(e))?;
-        Ok(row.map(|r| r.get(0)))
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     /// Streams the vectors of rows with `id > after` in id order (never the whole set in memory).
@@ -608,6 +665,7 @@ fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ::postgres::config::Host;
 
     #[test]
     fn passwords_never_survive_redaction() {
@@ -624,5 +682,19 @@ mod tests {
         assert!(PgUrl::from_flag(Some("")).unwrap().is_none());
         let ok = PgUrl::from_flag(Some("postgres://u:secret@localhost/slm")).unwrap().unwrap();
         assert!(!format!("{ok:?}").contains("secret"));
+    }
+
+    #[test]
+    fn a_host_in_the_query_replaces_the_urls_host_as_in_libpq() {
+        let hosts = |url: &str| PgUrl::from_flag(Some(url)).unwrap().unwrap().config.get_hosts().to_vec();
+        let ports = |url: &str| PgUrl::from_flag(Some(url)).unwrap().unwrap().config.get_ports().to_vec();
+        let sock = Host::Unix("/run/postgresql".into());
+        assert_eq!(hosts("postgres://u@localhost/slm?host=/run/postgresql"), vec![sock.clone()]);
+        assert_eq!(hosts("postgres://u:pw@localhost:5433/slm?sslmode=disable&host=/run/postgresql"), vec![sock.clone()]);
+        assert_eq!(ports("postgres://u:pw@localhost:5433/slm?host=/run/postgresql"), vec![5433]);
+        assert_eq!(ports("postgres://u@localhost:5433/slm?host=/run/postgresql&port=6000"), vec![6000]);
+        assert_eq!(hosts("postgres:///slm?host=/run/postgresql&user=u"), vec![sock]);
+        assert_eq!(hosts("postgres://u@db.example:5432/slm?application_name=x"), vec![Host::Tcp("db.example".into())]);
+        assert_eq!(hosts("postgres://u@[::1]:5432/slm?connect_timeout=3"), vec![Host::Tcp("::1".into())]);
     }
 }

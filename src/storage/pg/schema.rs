@@ -1,13 +1,16 @@
 //! The PostgreSQL schema and its migrations: the SQLite tables (memories with their vector
 //! bytes, tags, meta, loop runs and laps), versioned in `slm_schema`.
 //!
-//! An open that finds the current version reads one row and takes no lock. Otherwise it takes
+//! An open that finds the current version reads it (with the meta rows, in one round trip) and
+//! takes no lock. Otherwise it takes
 //! the session advisory lock [`SCHEMA_LOCK`], re-reads the version, and applies what is
 //! missing in one transaction: hosts opening a fresh database at the same moment create the
 //! schema once. A database whose version is newer than this binary's is refused.
 
+use std::collections::HashMap;
+
 use ::postgres::error::SqlState;
-use ::postgres::Client;
+use ::postgres::{Client, SimpleQueryMessage};
 
 use super::pg_error;
 use crate::{Error, Result};
@@ -83,7 +86,7 @@ pub const PG_SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// The version recorded in the database (0: no schema yet).
 fn version(c: &mut Client) -> std::result::Result<i32, ::postgres::Error> {
-    // One round trip (no separate prepare): every process opening the store asks this.
+    // Re-read under the schema lock; one round trip (no separate prepare).
     match c.query_typed_one("SELECT coalesce(max(version), 0) FROM slm_schema", &[]) {
         Ok(r) => Ok(r.get(0)),
         Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => Ok(0),
@@ -101,10 +104,34 @@ fn too_new(store: &str, found: i32) -> Error {
     }
 }
 
-/// Brings the schema up to date (see the module docs).
-pub(super) fn migrate(c: &mut Client, store: &str) -> Result<()> {
+/// What an open reads in one round trip: the schema version and the meta rows (both empty on
+/// a database without the schema). Every one-shot process asks both at once; on a fresh
+/// server backend each separate query costs a wait for its catalog look-ups.
+pub(super) fn open_snapshot(c: &mut Client) -> std::result::Result<(i32, HashMap<String, String>), ::postgres::Error> {
+    let messages = match c.simple_query("SELECT coalesce(max(version), 0) FROM slm_schema; SELECT key, value FROM meta") {
+        Ok(m) => m,
+        Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => return Ok((0, HashMap::new())),
+        Err(e) => return Err(e),
+    };
+    let (mut statement, mut version, mut meta) = (0, 0, HashMap::new());
+    for m in &messages {
+        match m {
+            SimpleQueryMessage::CommandComplete(_) => statement += 1,
+            SimpleQueryMessage::Row(r) if statement == 0 => version = r.get(0).and_then(|v| v.parse().ok()).unwrap_or(0),
+            SimpleQueryMessage::Row(r) => {
+                if let (Some(k), Some(v)) = (r.get(0), r.get(1)) {
+                    meta.insert(k.to_string(), v.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((version, meta))
+}
+
+/// Brings the schema up to date from version `found` (see the module docs).
+pub(super) fn migrate(c: &mut Client, store: &str, found: i32) -> Result<()> {
     let err = |e: ::postgres::Error| pg_error(store, &e);
-    let found = version(c).map_err(err)?;
     if found == PG_SCHEMA_VERSION {
         return Ok(());
     }
