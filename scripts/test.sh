@@ -118,6 +118,7 @@ status="${PIPESTATUS[0]}"
 echo "== shared behaviour tests on PostgreSQL (SLM_TEST_STORE=postgres)"
 SLM_TEST_STORE=postgres cargo test --release --locked --no-fail-fast --test it -- \
   memory_cli:: loops:: feed:: agent_loops:: concurrency:: import:: \
+  mcp_inproc:: mcp_stdio:: mcp_python:: mcp_ts:: \
   --skip hard_edges_loops --skip status_reports_paths --skip ledger_failures_are_counted \
   --skip without_the_feed_a_loop_falls_back --skip a_remember_during_an_import_gets_through 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1

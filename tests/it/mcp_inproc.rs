@@ -1,5 +1,6 @@
 //! The MCP server in-process: an rmcp client over a duplex pipe, every tool and error path,
-//! with the real model and a real SQLite data root.
+//! with the real model and a real data root (SQLite, or PostgreSQL under
+//! `SLM_TEST_STORE=postgres`).
 
 use std::sync::Arc;
 
@@ -12,6 +13,9 @@ use tokio::sync::mpsc;
 use slm::embed::OnnxEmbedder;
 use slm::engine::{DataRoot, Engine};
 use slm::mcp::{Profile, SlmServer};
+use slm::storage::PgUrl;
+
+use crate::common::Root;
 
 struct Client {
     progress: mpsc::UnboundedSender<ProgressNotificationParam>,
@@ -26,13 +30,19 @@ impl ClientHandler for Client {
 struct Harness {
     client: RunningService<RoleClient, Client>,
     progress: mpsc::UnboundedReceiver<ProgressNotificationParam>,
-    _tmp: tempfile::TempDir,
+    _root: Root,
 }
 
 async fn start(profile: Profile) -> Harness {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = DataRoot { dir: tmp.path().join("data"), explicit: true, store: None };
-    let engine = Arc::new(Engine::open(&root, Arc::new(OnnxEmbedder::locate())).unwrap());
+    // Off the runtime: with SLM_TEST_STORE=postgres the store's client blocks on its own.
+    let (root, engine) = tokio::task::spawn_blocking(|| {
+        let root = Root::new();
+        let data = DataRoot { dir: root.dir(), explicit: true, store: PgUrl::from_flag(root.store.as_deref()).unwrap() };
+        let engine = Arc::new(Engine::open(&data, Arc::new(OnnxEmbedder::locate())).unwrap());
+        (root, engine)
+    })
+    .await
+    .unwrap();
     let (server_io, client_io) = tokio::io::duplex(1 << 20);
     tokio::spawn(async move {
         if let Ok(running) = SlmServer::new(engine, profile).serve(server_io).await {
@@ -41,7 +51,7 @@ async fn start(profile: Profile) -> Harness {
     });
     let (tx, rx) = mpsc::unbounded_channel();
     let client = Client { progress: tx }.serve(client_io).await.unwrap();
-    Harness { client, progress: rx, _tmp: tmp }
+    Harness { client, progress: rx, _root: root }
 }
 
 fn args(v: Value) -> serde_json::Map<String, Value> {

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::slm_bin;
+use crate::common::{slm_bin, Root};
 
 fn python() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/python");
@@ -13,15 +13,16 @@ fn python() -> PathBuf {
 }
 
 fn scenario(name: &str) -> serde_json::Value {
-    let tmp = tempfile::tempdir().unwrap();
+    let root = Root::new();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_client.py");
-    let out = Command::new(python())
-        .arg(script)
-        .arg(name)
-        .arg(slm_bin())
-        .arg(tmp.path().join("data"))
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(python());
+    cmd.arg(script).arg(name).arg(slm_bin()).arg(root.dir());
+    // The servers the script starts inherit its environment, so they use the root's store.
+    match &root.store {
+        Some(url) => cmd.env("SLM_STORE", url),
+        None => cmd.env_remove("SLM_STORE"),
+    };
+    let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "scenario {name} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()

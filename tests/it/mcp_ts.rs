@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::slm_bin;
+use crate::common::{slm_bin, Root};
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-ts")
@@ -21,15 +21,15 @@ fn typescript_sdk_compiles_every_schema_strictly_and_shows_slms_errors() {
         "{} is missing: run scripts/test.sh (it runs `npm ci` in tests/mcp-ts)",
         modules.display()
     );
-    let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new("node")
-        .arg(dir().join("client.mjs"))
-        .arg(slm_bin())
-        .arg(tmp.path().join("data"))
-        .env_remove("SLM_DATA_DIR")
-        .env_remove("SLM_MCP_PROFILE")
-        .output()
-        .expect("run node");
+    let root = Root::new();
+    let mut cmd = Command::new("node");
+    cmd.arg(dir().join("client.mjs")).arg(slm_bin()).arg(root.dir()).env_remove("SLM_DATA_DIR").env_remove("SLM_MCP_PROFILE");
+    // The server inherits the client's environment (client.mjs passes it on): the root's store.
+    match &root.store {
+        Some(url) => cmd.env("SLM_STORE", url),
+        None => cmd.env_remove("SLM_STORE"),
+    };
+    let out = cmd.output().expect("run node");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the TypeScript SDK client failed:\n{stdout}\n{stderr}");

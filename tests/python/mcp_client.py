@@ -5,6 +5,7 @@ Each scenario asserts what it needs and prints one JSON line of facts; exit 0 = 
 """
 
 import json
+import os
 import sys
 import time
 
@@ -19,7 +20,9 @@ def params(profile=None):
     args = ["--data-dir", DATA, "mcp"]
     if profile:
         args += ["--profile", profile]
-    return StdioServerParameters(command=SLM, args=args)
+    # The SDK hands a server only a few variables unless told; SLM_STORE (the tests' PostgreSQL
+    # runs) and the rest of this environment reach it.
+    return StdioServerParameters(command=SLM, args=args, env=dict(os.environ))
 
 
 async def session_for(stack, profile=None):
