@@ -113,14 +113,13 @@ cargo test --release --locked --no-fail-fast 2>&1 | tee "$log"
 status="${PIPESTATUS[0]}"
 # The shared behaviour tests again, each data root on a fresh database of a private PostgreSQL
 # server (tests/it/common.rs: Root::new). Tests of SQLite itself (a broken schema, the file's
-# path, its write lock during an import) stay SQLite-only; the polling fallback's 2 s lap races the remember process on a loaded
-# machine with PostgreSQL (it passes by hand) and is skipped here until that is understood.
+# path, its write lock during an import) stay SQLite-only.
 echo "== shared behaviour tests on PostgreSQL (SLM_TEST_STORE=postgres)"
 SLM_TEST_STORE=postgres cargo test --release --locked --no-fail-fast --test it -- \
   memory_cli:: loops:: feed:: agent_loops:: concurrency:: import:: \
   mcp_inproc:: mcp_stdio:: mcp_python:: mcp_ts:: \
   --skip hard_edges_loops --skip status_reports_paths --skip ledger_failures_are_counted \
-  --skip without_the_feed_a_loop_falls_back --skip a_remember_during_an_import_gets_through 2>&1 | tee -a "$log"
+  --skip a_remember_during_an_import_gets_through 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 set -e
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
