@@ -251,11 +251,12 @@ impl Searcher {
         let slot = Arc::clone(&self.graph);
         let building = Arc::clone(&self.building);
         let spawned = std::thread::Builder::new().name("slm-hnsw-build".into()).spawn(move || {
+            Priority::Background.apply();
             let items: Vec<(i64, &[f32])> = ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
             let publish = |g: Graph| *slot.write() = Some(Arc::new(g));
             let grown = match graph {
                 Some(g) => {
-                    in_own_pool(|| g.index.insert(&items));
+                    in_own_pool(Priority::Background, || g.index.insert(&items));
                     tracing::info!(added = items.len(), vectors = g.index.len(), "HNSW graph extended");
                     Graph { index: Arc::clone(&g.index), built_upto: upto, loaded: g.loaded }
                 }
@@ -272,7 +273,7 @@ impl Searcher {
                         if let Some(Err(e)) = other {
                             tracing::warn!("the saved HNSW graph is unusable, rebuilding it: {e}");
                         }
-                        let index = in_own_pool(|| HnswIndex::build(&items));
+                        let index = in_own_pool(Priority::Background, || HnswIndex::build(&items));
                         tracing::info!(vectors = index.len(), "HNSW graph built");
                         Graph { index: Arc::new(index), built_upto: upto, loaded: false }
                     }
@@ -309,18 +310,49 @@ impl Searcher {
             (positions.iter().map(|&p| set.id_at(p)).collect::<Vec<i64>>(), data, set.last_id())
         };
         let items: Vec<(i64, &[f32])> = items_ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
-        let index = Arc::new(in_own_pool(|| HnswIndex::build(&items)));
+        let index = Arc::new(in_own_pool(Priority::Foreground, || HnswIndex::build(&items)));
         let saved = home.save(&index, upto);
         *self.graph.write() = Some(Arc::new(Graph { index, built_upto: upto, loaded: false }));
         Some(saved)
     }
 }
 
+/// How much CPU graph work may take from the searches around it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Priority {
+    /// `slm index rebuild`: the user waits for it.
+    Foreground,
+    /// A long-lived process's own build, load or extension: it runs at the lowest CPU
+    /// priority (nice 19, these threads only), so the searches it serves meanwhile (exact,
+    /// from the mapped files) take the cores first. On a 2-core machine a 1M build at normal
+    /// priority made a restarted `slm mcp` answer its first recall seconds late.
+    Background,
+}
+
+impl Priority {
+    /// Sets the calling thread's priority (Linux: per thread). Best effort.
+    fn apply(self) {
+        #[cfg(target_os = "linux")]
+        if self == Priority::Background {
+            // SAFETY: plain system calls on the calling thread's own id.
+            unsafe {
+                let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+                libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+            }
+        }
+    }
+}
+
 /// Runs graph work on a rayon pool of its own. hnsw_rs inserts on the current pool; on the
 /// global one, a build (minutes at 100k) would queue every search's parallel scan behind it.
-fn in_own_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+fn in_own_pool<R: Send>(priority: Priority, f: impl FnOnce() -> R + Send) -> R {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    match rayon::ThreadPoolBuilder::new().num_threads(threads).thread_name(|i| format!("slm-hnsw-{i}")).build() {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("slm-hnsw-{i}"))
+        .start_handler(move |_| priority.apply())
+        .build();
+    match pool {
         Ok(pool) => pool.install(f),
         Err(_) => f(),
     }

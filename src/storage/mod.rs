@@ -623,8 +623,7 @@ impl SqliteStore {
             .map_err(|e| self.err(e))
     }
 
-    /// The stored vector bytes of row `id` (empty when stored without one), if it exists.
-    /// The stored vector bytes of those of `ids` that exist.
+    /// The stored vector bytes (empty when stored without one) of those of `ids` that exist.
     pub fn vector_blobs(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<u8>>> {
         let mut out = HashMap::with_capacity(ids.len());
         for &id in ids {
