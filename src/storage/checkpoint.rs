@@ -1,0 +1,140 @@
+//! Checkpoints of a bulk import on a thread of their own.
+//!
+//! A checkpoint copies the write-ahead log's pages into the database file. SQLite runs one
+//! inside the commit that crosses `wal_autocheckpoint`, on the writing thread: in a 1M-row
+//! import that was a third of the writer's time, while the writer is what the import waits
+//! for. An import's connection ([`super::SqliteStore::bulk_mode`]) therefore turns the
+//! automatic checkpoint off and keeps a [`Background`]: once the log holds `limit` pages, a
+//! thread with its own connection copies them (`wal_checkpoint(PASSIVE)`, which takes no
+//! write lock, so the inserts go on meanwhile).
+//!
+//! The log can start over from its beginning only when every frame in it has been copied as
+//! a write begins. While the thread copies, the writer appends more, so when the thread's
+//! pass is done the writer copies that short tail itself at its next commit; its next
+//! transaction then rewinds the log (unless a reader in another process still needs the old
+//! frames, in which case the log grows until the next cycle, as it would with SQLite's own
+//! checkpoints).
+
+use std::os::raw::c_int;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex};
+use rusqlite::hooks::Wal;
+use rusqlite::Connection;
+
+/// Pages in the write-ahead log after the last commit of a bulk connection, as SQLite's WAL
+/// hook reports them. The hook takes a plain function (no state), hence a process-wide
+/// value: only an import sets a connection to bulk mode, one at a time per process.
+static WAL_PAGES: AtomicI64 = AtomicI64::new(0);
+
+fn wal_hook(_: &Wal, pages: c_int) -> rusqlite::Result<()> {
+    WAL_PAGES.store(i64::from(pages), Ordering::Release);
+    Ok(())
+}
+
+/// The checkpointing thread of one bulk connection; stopped and joined on drop.
+pub(super) struct Background {
+    shared: Arc<Shared>,
+    limit: i64,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// A pass is asked for or under way.
+    busy: bool,
+    /// A pass finished since the writer last copied the tail.
+    done: bool,
+    closed: bool,
+}
+
+impl Background {
+    /// Starts the thread on its own connection to `path` and installs the WAL hook on
+    /// `conn` (whose automatic checkpoint the caller turned off). Without a thread (it could
+    /// not start, or its connection not open), the writer checkpoints as SQLite would.
+    pub(super) fn start(conn: &Connection, path: &Path, limit: u32) -> Background {
+        conn.wal_hook(Some(wal_hook));
+        WAL_PAGES.store(0, Ordering::Release);
+        let shared = Arc::new(Shared::default());
+        let s = Arc::clone(&shared);
+        let own = Connection::open(path).and_then(|c| c.busy_timeout(super::BUSY_TIMEOUT).map(|()| c));
+        let thread = match own {
+            Ok(c) => std::thread::Builder::new().name("slm-checkpoint".into()).spawn(move || run(&c, &s)).ok(),
+            Err(e) => {
+                tracing::warn!("no background checkpoints ({e}); the import checkpoints as it goes");
+                None
+            }
+        };
+        Background { shared, limit: i64::from(limit), thread }
+    }
+
+    /// Called by the writer after each commit on `conn`.
+    pub(super) fn committed(&self, conn: &Connection) {
+        let pages = WAL_PAGES.load(Ordering::Acquire);
+        if self.thread.is_none() {
+            if pages >= self.limit {
+                checkpoint(conn);
+                WAL_PAGES.store(0, Ordering::Release);
+            }
+            return;
+        }
+        let mut st = self.shared.state.lock();
+        if st.done {
+            st.done = false;
+            drop(st);
+            // The tail the thread's pass could not see; the next write rewinds the log.
+            checkpoint(conn);
+            WAL_PAGES.store(0, Ordering::Release);
+        } else if pages >= self.limit && !st.busy {
+            st.busy = true;
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.shared.state.lock().closed = true;
+        self.shared.wake.notify_one();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The thread: a pass whenever one is asked for, until closed.
+fn run(conn: &Connection, shared: &Shared) {
+    loop {
+        let mut st = shared.state.lock();
+        while !st.busy && !st.closed {
+            shared.wake.wait(&mut st);
+        }
+        if st.closed {
+            return;
+        }
+        drop(st);
+        checkpoint(conn);
+        let mut st = shared.state.lock();
+        st.busy = false;
+        st.done = true;
+    }
+}
+
+/// A passive checkpoint (it never waits for a lock nor blocks a writer); a failure only
+/// leaves the log longer, so it is logged and the import goes on.
+fn checkpoint(conn: &Connection) {
+    let r = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)));
+    match r {
+        Ok((log, copied)) => tracing::debug!(log, copied, "checkpoint"),
+        Err(e) => tracing::warn!("checkpoint: {e}"),
+    }
+}
