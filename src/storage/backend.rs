@@ -63,7 +63,7 @@ pub(crate) fn pg_mark(root: &Path) -> Option<String> {
 
 /// An open store, of either kind.
 pub enum Store {
-    Sqlite(SqliteStore),
+    Sqlite(Box<SqliteStore>),
     Postgres(Box<PgStore>),
 }
 
@@ -83,13 +83,13 @@ const FOLD_CHUNK: usize = 4096;
 impl Store {
     /// Opens the SQLite database at `path` (see [`SqliteStore::open`]).
     pub fn open(path: &Path) -> Result<Store> {
-        SqliteStore::open(path).map(Store::Sqlite)
+        SqliteStore::open(path).map(|s| Store::Sqlite(Box::new(s)))
     }
 
     /// Opens the store at `location`, bringing its schema up to date.
     pub fn open_at(location: &Location) -> Result<Store> {
         Ok(match location {
-            Location::Sqlite(path) => Store::Sqlite(SqliteStore::open(path)?),
+            Location::Sqlite(path) => Store::Sqlite(Box::new(SqliteStore::open(path)?)),
             Location::Postgres(url) => Store::Postgres(Box::new(PgStore::open(url)?)),
         })
     }
