@@ -256,7 +256,9 @@ impl Searcher {
             let publish = |g: Graph| *slot.write() = Some(Arc::new(g));
             let grown = match graph {
                 Some(g) => {
-                    in_own_pool(Priority::Background, || g.index.insert(&items));
+                    // Into the live graph, which searches read meanwhile under its node
+                    // locks: at normal priority, so a niced thread never holds one long.
+                    in_own_pool(Priority::Foreground, || g.index.insert(&items));
                     tracing::info!(added = items.len(), vectors = g.index.len(), "HNSW graph extended");
                     Graph { index: Arc::clone(&g.index), built_upto: upto, loaded: g.loaded }
                 }
@@ -320,12 +322,13 @@ impl Searcher {
 /// How much CPU graph work may take from the searches around it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Priority {
-    /// `slm index rebuild`: the user waits for it.
+    /// `slm index rebuild` (the user waits for it), and extending the live graph.
     Foreground,
-    /// A long-lived process's own build, load or extension: it runs at the lowest CPU
-    /// priority (nice 19, these threads only), so the searches it serves meanwhile (exact,
-    /// from the mapped files) take the cores first. On a 2-core machine a 1M build at normal
-    /// priority made a restarted `slm mcp` answer its first recall seconds late.
+    /// A long-lived process's own build or load of a graph nobody searches yet: it runs at
+    /// the lowest CPU priority (nice 19, these threads only), so the searches it serves
+    /// meanwhile (exact, from the mapped files) take the cores first. On a 2-core machine a
+    /// 1M build at normal priority made a restarted `slm mcp` answer its first recall seconds
+    /// late.
     Background,
 }
 

@@ -156,7 +156,7 @@ impl Store {
     pub fn max_id(&self) -> Result<i64> {
         both!(self, s => s.max_id())
     }
-    /// `(max_id, max_issued_id)`, in one read.
+    /// `(max_id, max_issued_id)`: one round trip on PostgreSQL; the issued id read second.
     pub fn id_marks(&self) -> Result<(i64, i64)> {
         both!(self, s => s.id_marks())
     }

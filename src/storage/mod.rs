@@ -51,10 +51,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 pub const CREATED_META: &str = "created_at";
 
 /// WAL pages between checkpoints on a bulk connection ([`SqliteStore::bulk_mode`]):
-/// about 200 MB, several batches. A batch of 8,192 random dedup keys rewrites about half the
-/// leaf pages of that index in a 1M-row store (11,000 pages), so each checkpoint copies those
-/// pages once for all the batches since the last, where one every 10,000 pages (every batch)
-/// copied them again each time (with [`BULK_CACHE_KIB`], a 1M import took 91 s, was 112 s).
+/// about 200 MB, several batches. The random dedup keys of every batch rewrite leaf pages of
+/// that index (11,000 pages in a 1M-row store), so each checkpoint copies those pages once for
+/// all the batches since the last, where one every 10,000 pages copied them again each time
+/// (with [`BULK_CACHE_KIB`], a 1M import took 91 s, was 112 s).
 const BULK_CHECKPOINT_PAGES: u32 = 50_000;
 
 /// The page cache of a bulk connection, in KiB (SQLite's negative `cache_size`): 256 MB holds
@@ -485,8 +485,8 @@ impl SqliteStore {
             (true, r) => fk(&self.conn, true).and(r),
             (false, r) => r,
         };
-        if let (Some(b), Ok(_)) = (&self.bulk, &r) {
-            b.committed(&self.conn);
+        if r.is_ok() {
+            self.committed();
         }
         r.map_err(|e| {
             let e = db_error(&self.path, e);
@@ -572,8 +572,16 @@ impl SqliteStore {
     /// Closes the database connection now (SQLite checkpoints the write-ahead log and removes
     /// it when this was the last connection), leaving a closed in-memory one in its place;
     /// later calls fail cleanly. For a process that ends without dropping its engine.
+    /// After a commit: a bulk connection's checkpointer hears how long the log is.
+    fn committed(&self) {
+        if let Some(b) = &self.bulk {
+            b.committed(&self.conn);
+        }
+    }
+
     pub fn close(&mut self) {
-        // Its last pass first: the close's own checkpoint then has little left to copy.
+        // The checkpointer first (it finishes a pass under way, then stops), so this close is
+        // the last connection's and copies the rest of the log.
         self.bulk = None;
         if let Ok(placeholder) = Connection::open_in_memory() {
             let old = std::mem::replace(&mut self.conn, placeholder);

@@ -164,6 +164,7 @@ impl SqliteStore {
                 ],
             )
             .map_err(|e| self.err(e))?;
+        self.committed();
         Ok(n == 1)
     }
 
@@ -201,6 +202,7 @@ impl SqliteStore {
                 ],
             )
             .map_err(|e| self.err(e))?;
+        self.committed();
         Ok(n == 1)
     }
 }

@@ -85,12 +85,16 @@ fn without_the_feed_a_loop_falls_back_to_its_poll() {
     let ts = |l: &Value| chrono::DateTime::parse_from_rfc3339(l["ts"].as_str().unwrap()).unwrap();
     for pair in laps.windows(2) {
         let gap = (ts(&pair[1]) - ts(&pair[0])).as_seconds_f64();
-        assert!(gap >= 1.9, "without a feed the next lap waits for the poll: {gap} s between {pair:?}");
+        // Never sooner than the poll, and never a poll skipped (a loaded machine adds a lap's
+        // own time, well under a second).
+        assert!((1.9..3.9).contains(&gap), "without a feed the next lap comes at the poll: {gap} s between {pair:?}");
     }
     let written = root.json(&["list", "--limit", "1"])["memories"][0].clone();
     assert_eq!(written["id"], id);
     let written = chrono::DateTime::parse_from_rfc3339(written["created_at"].as_str().unwrap()).unwrap();
-    let before_last = ts(&laps[laps.len() - 2]);
+    // A lap's time is stamped after it looked at the store, and a memory's just before its
+    // commit: a lap that looked just before the commit may carry a slightly later time.
+    let before_last = ts(&laps[laps.len() - 2]) - chrono::Duration::milliseconds(250);
     assert!(before_last < written, "the lap before the converging one came after the commit: {laps:?}");
 }
 

@@ -16,8 +16,10 @@ fn scenario(name: &str) -> serde_json::Value {
     let root = Root::new();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_client.py");
     let mut cmd = Command::new(python());
-    cmd.arg(script).arg(name).arg(slm_bin()).arg(root.dir());
-    // The servers the script starts inherit its environment, so they use the root's store.
+    // The servers the script starts get its whole environment: none of a developer's own
+    // slm settings.
+    cmd.arg(script).arg(name).arg(slm_bin()).arg(root.dir()).env_remove("SLM_DATA_DIR").env_remove("SLM_MCP_PROFILE");
+    // And the root's store.
     match &root.store {
         Some(url) => cmd.env("SLM_STORE", url),
         None => cmd.env_remove("SLM_STORE"),
