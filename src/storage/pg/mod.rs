@@ -141,7 +141,14 @@ impl PgUrl {
 fn query_host_wins(url: &str) -> std::borrow::Cow<'_, str> {
     let Some((scheme, rest)) = url.split_once("://") else { return url.into() };
     let Some((before, query)) = rest.split_once('?') else { return url.into() };
-    let named = |key: &str| query.split('&').any(|p| p.split_once('=').map_or(p, |(k, _)| k) == key);
+    // libpq treats an empty `host=` as not given; the client crate would add an empty host.
+    let empty_host = |p: &&str| *p == "host=";
+    if query.split('&').any(|p| empty_host(&p)) {
+        let kept: Vec<&str> = query.split('&').filter(|p| !empty_host(p)).collect();
+        let url = if kept.is_empty() { format!("{scheme}://{before}") } else { format!("{scheme}://{before}?{}", kept.join("&")) };
+        return query_host_wins(&url).into_owned().into();
+    }
+    let named = |key: &str| query.split('&').any(|p| p.split_once('=').is_some_and(|(k, _)| k == key));
     if !named("host") {
         return url.into();
     }
@@ -695,6 +702,7 @@ mod tests {
         assert_eq!(ports("postgres://u@localhost:5433/slm?host=/run/postgresql&port=6000"), vec![6000]);
         assert_eq!(hosts("postgres:///slm?host=/run/postgresql&user=u"), vec![sock]);
         assert_eq!(hosts("postgres://u@db.example:5432/slm?application_name=x"), vec![Host::Tcp("db.example".into())]);
+        assert_eq!(hosts("postgres://u@db.example/slm?host=&port=5433"), vec![Host::Tcp("db.example".into())]);
         assert_eq!(hosts("postgres://u@[::1]:5432/slm?connect_timeout=3"), vec![Host::Tcp("::1".into())]);
     }
 }
