@@ -569,9 +569,6 @@ impl SqliteStore {
         rows.map(|r| r.map_err(|e| self.err(e)).and_then(to_memory)).collect()
     }
 
-    /// Closes the database connection now (SQLite checkpoints the write-ahead log and removes
-    /// it when this was the last connection), leaving a closed in-memory one in its place;
-    /// later calls fail cleanly. For a process that ends without dropping its engine.
     /// After a commit: a bulk connection's checkpointer hears how long the log is.
     fn committed(&self) {
         if let Some(b) = &self.bulk {
@@ -579,6 +576,9 @@ impl SqliteStore {
         }
     }
 
+    /// Closes the database connection now (SQLite checkpoints the write-ahead log and removes
+    /// it when this was the last connection), leaving a closed in-memory one in its place;
+    /// later calls fail cleanly. For a process that ends without dropping its engine.
     pub fn close(&mut self) {
         // The checkpointer first (it finishes a pass under way, then stops), so this close is
         // the last connection's and copies the rest of the log.
@@ -642,13 +642,10 @@ impl SqliteStore {
 
     /// The stored vector bytes (empty when stored without one) of those of `ids` that exist.
     pub fn vector_blobs(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<u8>>> {
+        let mut st = self.conn.prepare_cached("SELECT embedding FROM memories WHERE id = ?1").map_err(|e| self.err(e))?;
         let mut out = HashMap::with_capacity(ids.len());
         for &id in ids {
-            let blob = self
-                .conn
-                .prepare_cached("SELECT embedding FROM memories WHERE id = ?1")
-                .and_then(|mut st| st.query_row([id], |r| r.get::<_, Vec<u8>>(0)).optional())
-                .map_err(|e| self.err(e))?;
+            let blob = st.query_row([id], |r| r.get::<_, Vec<u8>>(0)).optional().map_err(|e| self.err(e))?;
             out.extend(blob.map(|b| (id, b)));
         }
         Ok(out)

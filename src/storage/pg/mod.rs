@@ -142,16 +142,18 @@ fn query_host_wins(url: &str) -> std::borrow::Cow<'_, str> {
     let Some((scheme, rest)) = url.split_once("://") else { return url.into() };
     let Some((before, query)) = rest.split_once('?') else { return url.into() };
     // libpq treats an empty `host=` as not given; the client crate would add an empty host.
-    let empty_host = |p: &&str| *p == "host=";
-    if query.split('&').any(|p| empty_host(&p)) {
-        let kept: Vec<&str> = query.split('&').filter(|p| !empty_host(p)).collect();
-        let url = if kept.is_empty() { format!("{scheme}://{before}") } else { format!("{scheme}://{before}?{}", kept.join("&")) };
-        return query_host_wins(&url).into_owned().into();
-    }
-    let named = |key: &str| query.split('&').any(|p| p.split_once('=').is_some_and(|(k, _)| k == key));
+    let params: Vec<&str> = query.split('&').filter(|p| *p != "host=").collect();
+    let named = |key: &str| params.iter().any(|p| p.split_once('=').is_some_and(|(k, _)| k == key));
     if !named("host") {
-        return url.into();
+        return if params.len() == query.split('&').count() {
+            url.into()
+        } else if params.is_empty() {
+            format!("{scheme}://{before}").into()
+        } else {
+            format!("{scheme}://{before}?{}", params.join("&")).into()
+        };
     }
+    let query = params.join("&");
     let (authority, path) = before.split_at(before.find('/').unwrap_or(before.len()));
     let (user, hosts) = match authority.rfind('@') {
         Some(at) => authority.split_at(at + 1),

@@ -2,10 +2,10 @@
 //! bytes, tags, meta, loop runs and laps), versioned in `slm_schema`.
 //!
 //! An open that finds the current version reads it (with the meta rows, in one round trip) and
-//! takes no lock. Otherwise it takes
-//! the session advisory lock [`SCHEMA_LOCK`], re-reads the version, and applies what is
-//! missing in one transaction: hosts opening a fresh database at the same moment create the
-//! schema once. A database whose version is newer than this binary's is refused.
+//! takes no lock. Otherwise it takes the session advisory lock [`SCHEMA_LOCK`], re-reads the
+//! version, and applies what is missing in one transaction: hosts opening a fresh database at
+//! the same moment create the schema once. A database whose version is newer than this
+//! binary's is refused.
 
 use std::collections::HashMap;
 
