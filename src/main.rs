@@ -13,6 +13,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub static SERVER_MODE: AtomicBool = AtomicBool::new(false);
 
 fn main() {
+    // Microsoft's builds of ONNX Runtime (1.31, the one scripts/setup.sh installs) open an
+    // event database in ~/.cache/Microsoft/DeveloperTools when their environment is created
+    // and try to send usage events to Microsoft. This variable keeps that from starting at
+    // all (the library also turns events off, see slm::embed, but only after creation). It
+    // is set here, before any thread exists, because setting the environment later races
+    // with C code reading it.
+    if std::env::var_os("ORT_DISABLE_TELEMETRY").is_none() {
+        std::env::set_var("ORT_DISABLE_TELEMETRY", "1");
+    }
     // A bug must never show a user a backtrace: one line, exit 1.
     std::panic::set_hook(Box::new(|info| {
         let msg = info
@@ -32,9 +41,8 @@ fn main() {
         }
     }));
     let code = cli::run();
-    // Leave without running the C++ exit handlers of ONNX Runtime (its static teardown and a
-    // telemetry database took ~30 ms after the answer was printed, which `loop run` callers
-    // waited for). Everything slm writes is committed and stdout is flushed by now.
+    // Leave without running the C++ exit handlers of ONNX Runtime (its static teardown took
+    // ~30 ms after the answer was printed, which `loop run` callers waited for). Everything slm writes is committed and stdout is flushed by now.
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();

@@ -11,6 +11,7 @@ pub mod locate;
 mod onnx;
 pub mod query_cache;
 pub mod testing;
+mod tokenizer;
 
 pub use locate::ModelFiles;
 pub use onnx::{prepare_optimized_model, OnnxEmbedder};

@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
 
 use super::count::TokenCounter;
+use super::tokenizer;
 use super::{Embedder, ModelFiles, DIM};
 use crate::{Error, Result};
 
@@ -168,15 +169,21 @@ fn load_model(files: &ModelFiles, quick: bool) -> std::result::Result<Mutex<Text
     tracing::debug!("loading the embedding model from {}", files.model_dir.display());
     files.check().map_err(|e| e.to_string())?;
     let env = runtime(files)?;
+    // fastembed parses a placeholder; the real tokenizer loads beside the session (see
+    // super::tokenizer) and replaces it below.
     let tokenizer_files = TokenizerFiles {
-        tokenizer_file: read(files, "tokenizer.json")?,
+        tokenizer_file: tokenizer::PLACEHOLDER.to_vec(),
         config_file: read(files, "config.json")?,
         special_tokens_map_file: read(files, "special_tokens_map.json")?,
         tokenizer_config_file: read(files, "tokenizer_config.json")?,
     };
-    let mut options = InitOptionsUserDefined::new().with_environment(env);
+    let mut options = InitOptionsUserDefined::new().with_environment(env).with_max_length(tokenizer::MAX_LENGTH);
     if quick {
         options = options.with_session_config("session.disable_prepacking", "1");
+        // ONNX Runtime's pool threads spin for a while after each run, waiting for the next.
+        // A one-shot process runs the model once and then scans its store on every core: a
+        // spinning thread would take one of them (a third of a 1M-row scan on two cores).
+        options = options.with_session_config("session.intra_op.allow_spinning", "0");
     }
     let graph = match (prepare_optimized_model(files), files.model_dir.to_str()) {
         (Ok(opt), Some(dir)) => {
@@ -191,9 +198,19 @@ fn load_model(files: &ModelFiles, quick: bool) -> std::result::Result<Mutex<Text
         (Ok(_), None) => read(files, "model.onnx")?,
     };
     let model = UserDefinedEmbeddingModel::new(graph, tokenizer_files).with_pooling(Pooling::Mean);
-    let embedding = TextEmbedding::try_new_from_user_defined(model, options).map_err(|e| {
+    let (embedding, real) = std::thread::scope(|s| {
+        let real = std::thread::Builder::new().name("slm-tokenizer".into()).spawn_scoped(s, || tokenizer::load(files));
+        let embedding = TextEmbedding::try_new_from_user_defined(model, options);
+        let real = match real {
+            Ok(h) => h.join().unwrap_or_else(|_| Err("the tokenizer's loading thread panicked".into())),
+            Err(_) => tokenizer::load(files), // no thread to spare: load it here, in turn
+        };
+        (embedding, real)
+    });
+    let mut embedding = embedding.map_err(|e| {
         format!("cannot load the model from {}: {e}; run scripts/setup.sh", files.model_dir.display())
     })?;
+    embedding.tokenizer = real?;
     Ok(Mutex::new(embedding))
 }
 
@@ -207,6 +224,12 @@ pub(crate) fn runtime(files: &ModelFiles) -> std::result::Result<ort::environmen
                 format!("cannot load ONNX Runtime from {}: {e}; run scripts/setup.sh", files.ort_lib.display())
             })?
             .with_name("slm")
+            // Microsoft's builds of ONNX Runtime 1.31 (the one setup.sh installs) log usage
+            // events to ~/.cache/Microsoft/DeveloperTools and try to send them to Microsoft.
+            // A local memory engine sends nothing anywhere. This stops the events; the `slm`
+            // binary also sets ORT_DISABLE_TELEMETRY=1 at start, which keeps the runtime from
+            // opening its event database at all (a library user may set it too).
+            .with_telemetry(false)
             .build()
             .map_err(|e| format!("cannot start ONNX Runtime: {e}"))
     })
