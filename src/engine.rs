@@ -642,11 +642,15 @@ impl Engine {
         }
         let tags = memory::normalize_tags(&q.tags)?;
         let include_laps = q.include_laps || tags.iter().any(|t| t.starts_with("loop:"));
-        let qv = self.embed_query(&q.query)?;
+        // The store is read before the query is embedded: in a fresh process the model is
+        // still loading on another thread then, so these reads (round trips, on PostgreSQL)
+        // cost no time of their own.
+        self.refresh()?;
         let only_ids = if tags.is_empty() { None } else { Some(self.store().ids_with_all_tags(&tags)?) };
+        let qv = self.embed_query(&q.query)?;
         let min_score = q.min_score.map_or(-1.0, |s| s as f32);
         let filter = Filter { include_laps, only_ids: only_ids.as_deref(), after_id: 0, min_score };
-        let hits = self.search(&qv, q.limit, &filter)?;
+        let hits = self.search_refreshed(&qv, q.limit, &filter)?;
         Ok(Recalled { query: q.query.clone(), hits })
     }
 
@@ -669,9 +673,9 @@ impl Engine {
     }
 
     /// The best `limit` rows for an embedded query under `filter`, exact scores, with rows
-    /// forgotten by another process dropped (and remembered as such).
-    fn search(&self, qv: &[f32], limit: usize, filter: &Filter<'_>) -> Result<Vec<Hit>> {
-        self.refresh()?;
+    /// forgotten by another process dropped (and remembered as such). The caller has just
+    /// called [`Engine::refresh`].
+    fn search_refreshed(&self, qv: &[f32], limit: usize, filter: &Filter<'_>) -> Result<Vec<Hit>> {
         let extra = if filter.include_laps { self.pending_vectors(filter)? } else { Vec::new() };
         loop {
             let candidates = self.index.search(qv, limit, filter, &extra);
@@ -686,7 +690,7 @@ impl Engine {
             self.index.tombstone(&gone);
             self.mirror.note_forgotten(&gone);
             if extra.iter().any(|(id, _)| gone.contains(id)) {
-                return self.search(qv, limit, filter);
+                return self.search_refreshed(qv, limit, filter);
             }
         }
     }
@@ -710,19 +714,24 @@ impl Engine {
         Ok(out)
     }
 
+    /// [`Engine::refresh`] as a gate needs it. Waiting loops share one look at the store
+    /// while the feed announces nothing (see crate::fresh); without a feed every call looks.
+    /// A new gate calls this before embedding its query, so that in a fresh process the
+    /// store is read while the model loads (its first sweep then looks again only if that
+    /// took longer than the look stays fresh).
+    pub fn refresh_for_gate(&self) -> Result<()> {
+        match self.feed.get().and_then(|f| f.as_ref()).map(|f| f.gate().generation()) {
+            Some(g) => self.gate_fresh.get(Some(g), GATE_FRESH, || self.refresh()).map(|_| ()),
+            None => self.refresh(),
+        }
+    }
+
     /// A loop gate's pass: every gate-eligible memory (`kind = memory`, not forgotten,
     /// carrying every one of `tags`) with an id above `after`, scored exactly against `qv`;
     /// those at or above `min_score` best first, the best, the count, and the watermark to
     /// pass as `after` next time (see [`Sweep`]). Exact: no row above the threshold is missed.
     pub fn gate_sweep(&self, qv: &[f32], tags: &[String], after: i64, min_score: f32) -> Result<Sweep> {
-        // Waiting loops share one look at the store while the feed announces nothing (see
-        // crate::fresh); without a feed every sweep looks, as before.
-        match self.feed.get().and_then(|f| f.as_ref()).map(|f| f.gate().generation()) {
-            Some(g) => {
-                self.gate_fresh.get(Some(g), GATE_FRESH, || self.refresh())?;
-            }
-            None => self.refresh()?,
-        }
+        self.refresh_for_gate()?;
         let filter = Filter { include_laps: false, only_ids: None, after_id: after, min_score };
         if tags.is_empty() {
             return Ok(self.index.sweep(qv, &filter));

@@ -95,6 +95,7 @@ impl<'e> MemoryGate<'e> {
     /// Embeds `query` once and prepares a gate with threshold `threshold`, `tags` (already
     /// checked and normalised, see [`super::params::CheckedLoop`]) and a verifier chain.
     pub fn new(engine: &'e Engine, query: &str, threshold: f32, tags: Vec<String>, chain: Chain) -> Result<Self> {
+        engine.refresh_for_gate()?;
         let (qv, query_tokens) = engine.query_vector(query)?;
         Ok(MemoryGate {
             engine,
