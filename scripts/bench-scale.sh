@@ -8,7 +8,9 @@
 # usage: scripts/bench-scale.sh [N ...]      default N = 20000 (CI's short mode)
 #        scripts/bench-scale.sh 100000 1000000   (by hand; 1M needs ~3 GB of disk and time)
 # env:   SLM_BIN (default target/release/slm), RUNS (default 10), VERIFY (queries, default 100),
-#        KEEP=1 keeps the generated stores (their folder is printed by the first line of errors)
+#        KEEP=1 keeps the generated stores (their folder is printed by the first line of errors),
+#        GRAPH=1 also builds and saves the HNSW graph (`slm index rebuild`; slow) and times a
+#        server restart that reloads it
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BIN=$(realpath "${SLM_BIN:-target/release/slm}")
@@ -94,6 +96,42 @@ PYEOF
 )")
   done
   printf '%-10s %-34s %s\n' "$N" "mcp start to first recall (median)" "$(printf '%s\n' "${walls[@]}" | median) s"
+  if [ -n "${GRAPH:-}" ]; then
+    # A saved graph: `slm index rebuild` builds and saves it (minutes at 100k, tens of them at
+    # 1M); a restarted server then answers its first recall exactly from the mapped files
+    # while it reloads the graph in the background, and searches through the graph after.
+    read -r secs kb < <(timed "$BIN" --data-dir "$D" index rebuild)
+    printf '%-10s %-34s %s
+' "$N" "index rebuild (graph built, saved)" "$secs s, $((kb / 1024)) MB"
+    $PY - "$BIN" "$D" "${QUERIES[3]}" "$N" <<'PYEOF'
+import json, subprocess, sys, time
+t0 = time.monotonic()
+p = subprocess.Popen([sys.argv[1], "--data-dir", sys.argv[2], "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def call(i, method, params):
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}) + "\n"); p.stdin.flush()
+    while True:
+        m = json.loads(p.stdout.readline())
+        if m.get("id") == i:
+            return m
+call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}})
+r = call(2, "tools/call", {"name": "recall", "arguments": {"query": sys.argv[3]}})
+first = time.monotonic() - t0
+i = 3
+while True:
+    s = call(i, "tools/call", {"name": "status", "arguments": {}})["result"]["structuredContent"]["index"]
+    i += 1
+    if s["mode"] == "hnsw":
+        break
+    time.sleep(0.05)
+ready = time.monotonic() - t0
+t1 = time.monotonic()
+call(i, "tools/call", {"name": "recall", "arguments": {"query": sys.argv[3] + " again"}})
+via = time.monotonic() - t1
+print(f"{sys.argv[4]:<10} {'mcp restart, saved graph':<34} first recall {first:.3f} s, graph loaded "
+      f"(hnsw_loaded={s['hnsw_loaded']}) at {ready:.2f} s, a new query through it {via * 1000:.0f} ms")
+p.stdin.close(); p.wait()
+PYEOF
+  fi
   out=$("$BIN" --data-dir "$D" --json index verify --queries "$VERIFY")
   printf '%-10s %-34s %s\n' "$N" "index verify vs brute force" "$out"
   echo "$out" | grep -q '"mismatches":0' || { echo "bench-scale: search differs from brute force" >&2; exit 1; }

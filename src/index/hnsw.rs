@@ -39,11 +39,14 @@ pub struct HnswIndex {
 impl HnswIndex {
     /// Builds a graph from `(id, vector)` pairs using every core.
     pub fn build(items: &[(i64, &[f32])]) -> Self {
-        let graph = Hnsw::new(M, items.len().max(1024), MAX_LAYER, EF_CONSTRUCTION, SimdCosine);
-        let index = HnswIndex { graph };
-        let batch: Vec<(&[f32], usize)> = items.iter().map(|(id, v)| (*v, *id as usize)).collect();
-        index.graph.parallel_insert_slice(&batch);
+        let index = Self::with_capacity(items.len());
+        index.insert(items);
         index
+    }
+
+    /// An empty graph sized for about `n` vectors (the size only shapes its layers).
+    pub fn with_capacity(n: usize) -> Self {
+        HnswIndex { graph: Hnsw::new(M, n.max(1024), MAX_LAYER, EF_CONSTRUCTION, SimdCosine) }
     }
 
     /// A graph reloaded from a dump ([`super::graph_file`]).

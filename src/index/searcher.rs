@@ -36,12 +36,31 @@ pub const HNSW_EF: usize = 96;
 /// Rows newer than the graph that trigger a background extension (and a tenth of the graph).
 const REBUILD_TAIL: usize = 5_000;
 
+/// Most vectors inserted between two looks at the clock while a graph is built (an eighth
+/// of the build when that is less, but at least 500).
+const BUILD_CHUNK: usize = 20_000;
+
+/// How often a graph being built is saved, so that a process which exits before the build
+/// ends (an MCP server lives as long as its client's session; a 1M-row build takes tens of
+/// minutes at low priority) leaves its progress to the next one, which resumes from it.
+const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// [`SAVE_EVERY`], or `SLM_GRAPH_SAVE_S` seconds (for tests and tuning; 0 saves after every
+/// chunk).
+fn save_every() -> std::time::Duration {
+    std::env::var("SLM_GRAPH_SAVE_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(SAVE_EVERY, std::time::Duration::from_secs)
+}
+
 struct Graph {
     index: Arc<HnswIndex>,
     /// Largest row id present when the graph was built or last extended; newer rows are
     /// scanned exactly.
     built_upto: i64,
-    /// Reloaded from the generation folder rather than built by this process.
+    /// Reloaded from the generation folder (and perhaps completed here, when an earlier
+    /// process saved it part-built) rather than built from nothing by this process.
     loaded: bool,
 }
 
@@ -53,7 +72,8 @@ pub struct IndexState {
     pub hnsw_min_memories: usize,
     pub hnsw_vectors: usize,
     pub hnsw_building: bool,
-    /// The graph in use was reloaded from its saved file (not built by this process).
+    /// The graph in use was reloaded from its saved file, not built from nothing by this
+    /// process (which may have completed a graph an earlier process saved part-built).
     pub hnsw_loaded: bool,
     /// The largest row id the graph in use covers (0: no graph).
     pub hnsw_upto: i64,
@@ -262,24 +282,43 @@ impl Searcher {
                     tracing::info!(added = items.len(), vectors = g.index.len(), "HNSW graph extended");
                     Graph { index: Arc::clone(&g.index), built_upto: upto, loaded: g.loaded }
                 }
-                None => match home.as_ref().map(GraphHome::load) {
-                    Some(Ok(Some((index, meta)))) => {
-                        tracing::info!(vectors = index.len(), upto = meta.upto, "HNSW graph loaded from {}", home.as_ref().map_or(String::new(), |h| h.dir.display().to_string()));
-                        // Rows after its coverage are scanned exactly until the tail is
-                        // large enough to be inserted.
-                        publish(Graph { index: Arc::new(index), built_upto: meta.upto, loaded: true });
-                        building.store(false, Ordering::Release);
-                        return;
-                    }
-                    other => {
-                        if let Some(Err(e)) = other {
-                            tracing::warn!("the saved HNSW graph is unusable, rebuilding it: {e}");
+                None => {
+                    let (index, from, resumed) = match home.as_ref().map(GraphHome::load) {
+                        Some(Ok(Some((index, meta)))) => {
+                            let from = items.partition_point(|(id, _)| *id <= meta.upto);
+                            if items.len() - from < REBUILD_TAIL.max(index.len() / 10) {
+                                tracing::info!(vectors = index.len(), upto = meta.upto, "HNSW graph loaded from {}", home.as_ref().map_or(String::new(), |h| h.dir.display().to_string()));
+                                // Rows after its coverage are scanned exactly until the tail
+                                // is large enough to be inserted.
+                                publish(Graph { index: Arc::new(index), built_upto: meta.upto, loaded: true });
+                                building.store(false, Ordering::Release);
+                                return;
+                            }
+                            // A build an earlier process saved before it exited: go on from it.
+                            tracing::info!(vectors = index.len(), upto = meta.upto, rest = items.len() - from, "resuming the saved HNSW graph's build");
+                            (index, from, true)
                         }
-                        let index = in_own_pool(Priority::Background, || HnswIndex::build(&items));
-                        tracing::info!(vectors = index.len(), "HNSW graph built");
-                        Graph { index: Arc::new(index), built_upto: upto, loaded: false }
-                    }
-                },
+                        other => {
+                            if let Some(Err(e)) = other {
+                                tracing::warn!("the saved HNSW graph is unusable, rebuilding it: {e}");
+                            }
+                            (HnswIndex::with_capacity(items.len()), 0, false)
+                        }
+                    };
+                    let save = |index: &HnswIndex, upto: i64| {
+                        if let Some(h) = &home {
+                            match h.save(index, upto) {
+                                Ok(m) => tracing::info!(vectors = m.vectors, upto, "HNSW graph saved part-built"),
+                                Err(e) => tracing::warn!("cannot save the HNSW graph: {e}"),
+                            }
+                        }
+                    };
+                    let rest = &items[from..];
+                    let chunk = (rest.len() / 8).clamp(500, BUILD_CHUNK);
+                    in_own_pool(Priority::Background, || grow(&index, rest, chunk, save_every(), save));
+                    tracing::info!(vectors = index.len(), "HNSW graph built");
+                    Graph { index: Arc::new(index), built_upto: upto, loaded: resumed }
+                }
             };
             let index = Arc::clone(&grown.index);
             publish(grown);
@@ -316,6 +355,32 @@ impl Searcher {
         let saved = home.save(&index, upto);
         *self.graph.write() = Some(Arc::new(Graph { index, built_upto: upto, loaded: false }));
         Some(saved)
+    }
+}
+
+/// Inserts `items` (in id order) into a graph nobody searches yet, `chunk` at a time, and
+/// after a chunk calls `save(index, largest id so far)` once `every` has passed since the
+/// last save (never after the last chunk: the caller saves the finished graph). Every
+/// memory up to that id is then in the graph, which is what a saved graph's `upto`
+/// promises, so the next process can resume from it.
+fn grow(
+    index: &HnswIndex,
+    items: &[(i64, &[f32])],
+    chunk: usize,
+    every: std::time::Duration,
+    mut save: impl FnMut(&HnswIndex, i64),
+) {
+    let mut since = std::time::Instant::now();
+    let chunks = items.chunks(chunk.max(1));
+    let last = chunks.len();
+    for (i, chunk) in chunks.enumerate() {
+        index.insert(chunk);
+        if i + 1 < last && since.elapsed() >= every {
+            if let Some((id, _)) = chunk.last() {
+                save(index, *id);
+            }
+            since = std::time::Instant::now();
+        }
     }
 }
 
@@ -372,4 +437,25 @@ fn rescore(set: &VectorSet, g: &Graph, q: &[f32], want: usize, filter: &Filter<'
         g.index.candidates(q, k, HNSW_EF.max(k)).into_iter().filter_map(|id| set.position(id)).filter(move |p| *p < tail_start);
     let hits = from_graph.chain(tail).filter_map(|p| exact::score_at(set, p, q, filter)).collect();
     exact::truncate_best(hits, want)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::testing::HashEmbedder;
+
+    #[test]
+    fn a_build_saves_its_progress_at_chunk_ends_but_not_after_the_last() {
+        let vecs: Vec<Vec<f32>> = (0..230).map(|i| HashEmbedder::vector(&format!("note {i}"))).collect();
+        let items: Vec<(i64, &[f32])> = vecs.iter().enumerate().map(|(i, v)| (i as i64 + 1, v.as_slice())).collect();
+        let index = HnswIndex::with_capacity(items.len());
+        let mut saves = Vec::new();
+        grow(&index, &items, 50, std::time::Duration::ZERO, |g, upto| saves.push((upto, g.len())));
+        // Each save covers every item up to its id: a resumed build starts right after it.
+        assert_eq!(saves, vec![(50, 50), (100, 100), (150, 150), (200, 200)]);
+        assert_eq!(index.len(), 230);
+        let mut none = Vec::new();
+        grow(&HnswIndex::with_capacity(10), &items[..120], 50, std::time::Duration::from_secs(3600), |_, u| none.push(u));
+        assert!(none.is_empty(), "no save before the interval has passed: {none:?}");
+    }
 }

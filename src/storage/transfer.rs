@@ -57,7 +57,8 @@ pub enum ExportItem {
     Lap(LapOut),
 }
 
-fn split_tags(t: Option<String>) -> Vec<String> {
+/// The tags of a row as both stores' queries aggregate them (one per line; none = NULL).
+pub(crate) fn split_tags(t: Option<String>) -> Vec<String> {
     t.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default()
 }
 

@@ -284,3 +284,59 @@ fn the_hnsw_graph_is_saved_reloaded_and_rebuilt_when_damaged() {
     assert_ne!(std::fs::metadata(&data).unwrap().len(), len / 3, "saved again, whole");
     assert_eq!(mcp_graph(&root)["hnsw_loaded"], true, "the rebuilt graph is reloaded");
 }
+
+/// A server that exits while it builds its graph leaves the part it built saved (every
+/// `SLM_GRAPH_SAVE_S` seconds; 0 here: after every chunk), and the next server goes on from
+/// that part instead of building from nothing.
+#[test]
+fn a_graph_build_cut_short_is_saved_and_the_next_server_resumes_it() {
+    use std::process::{Command, Stdio};
+    let root = Root::new();
+    import(&root, 0, 9000, 13);
+    let mut child = Command::new(super::common::slm_bin())
+        .arg("--data-dir")
+        .arg(root.dir())
+        .arg("mcp")
+        .env("SLM_HNSW_MIN", "1000")
+        .env("SLM_GRAPH_SAVE_S", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for (id, (method, params)) in [
+        ("initialize", serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}})),
+        ("tools/call", serde_json::json!({"name": "recall", "arguments": {"query": "generated note 7 from batch 13"}})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "id": id + 1, "method": method, "params": params})).unwrap();
+    }
+    // The recall starts the build (8 chunks of 1,125); stop the server hard at the first
+    // part-built save.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+    let part = loop {
+        let g = index(&root)["graph"].clone();
+        if g["vectors"].as_u64().is_some_and(|n| n < 9000) {
+            break g;
+        }
+        assert!(g["vectors"].is_null(), "the build ended before a part was seen: {g}");
+        assert!(std::time::Instant::now() < deadline, "no part-built graph was saved");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (vectors, upto) = (part["vectors"].as_u64().unwrap(), part["upto"].as_i64().unwrap());
+    assert_eq!(vectors as i64, upto, "a part covers every memory up to its upto: {part}");
+    assert_eq!(vectors % 1125, 0, "parts end at chunk ends: {part}");
+    // (A part this small leaves a tail the next server builds before it uses the graph.)
+    assert!(vectors <= 3375, "the first part or one soon after: {part}");
+
+    // The next server starts from the saved part (hnsw_loaded) and completes it.
+    let next = mcp_graph(&root);
+    assert_eq!(next["hnsw_loaded"], true, "resumed, not built from nothing: {next}");
+    assert_eq!(next["hnsw_vectors"], 9000, "{next}");
+    assert_eq!(next["hnsw_upto"], 9000, "{next}");
+}

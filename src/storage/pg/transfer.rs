@@ -5,12 +5,9 @@
 use super::ledger::{lap_row, LAP_COLUMNS};
 use super::{pg_error, PgStore};
 use crate::memory::Kind;
+use crate::storage::transfer::split_tags;
 use crate::storage::{find_row, ExportItem, LapOut, MemoryOut, RunOut};
 use crate::Result;
-
-fn split_tags(t: Option<String>) -> Vec<String> {
-    t.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default()
-}
 
 impl PgStore {
     pub fn export(&mut self, visit: &mut dyn FnMut(ExportItem) -> Result<()>) -> Result<()> {
