@@ -97,6 +97,10 @@ $PY scripts/gen-store.py "$WORK/seed/slm.db" "$N" "$WORK/gen.jsonl"
 "$BIN" --data-dir "$WORK/q-sqlite" import "$WORK/gen.jsonl" >/dev/null
 SLM_STORE="$RECALL_PG" "$BIN" --data-dir "$WORK/q-pg" import "$WORK/gen.jsonl" >/dev/null
 rm -f "$WORK/gen.jsonl"
+# A store in use has been vacuumed and analysed; one just filled by a 100k import is not, and
+# autovacuum would do it during the timed runs below (seconds of server CPU on 2 cores).
+psql -d recall -c 'VACUUM ANALYZE'
+sync
 # The first recall of each root builds its derived files (the warm-up round).
 # A repeated query reads its vector from the query cache (no model load); a new query (its
 # text changes every run) loads the model, as the first recall of a text does.

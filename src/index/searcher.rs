@@ -264,15 +264,29 @@ impl Searcher {
         let f = Filter { after_id: after, ..Filter::memories() };
         let positions: Vec<usize> = set.admitted(&f).collect();
         let ids: Vec<i64> = positions.iter().map(|&p| set.id_at(p)).collect();
-        let mut data = Vec::with_capacity(positions.len() * DIM);
-        positions.iter().for_each(|&p| data.extend_from_slice(set.vector(p)));
+        // Rows of the mapped base are read by the thread from the mapped file itself (the
+        // Arc keeps it mapped); only the rows held in memory, past the base, are copied. A
+        // copy of every vector (1.5 GB at 1M rows) made the search that started a build wait
+        // for it, and stayed in memory as long as the build ran.
+        let base = set.base().cloned();
+        let base_len = set.base_len();
+        let mut tail = Vec::new();
+        positions.iter().filter(|&&p| p >= base_len).for_each(|&p| tail.extend_from_slice(set.vector(p)));
         let upto = set.last_id();
         let home = self.graph_home.read().clone();
         let slot = Arc::clone(&self.graph);
         let building = Arc::clone(&self.building);
         let spawned = std::thread::Builder::new().name("slm-hnsw-build".into()).spawn(move || {
             Priority::Background.apply();
-            let items: Vec<(i64, &[f32])> = ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
+            let mut from_tail = tail.chunks_exact(DIM);
+            let items: Vec<(i64, &[f32])> = ids
+                .iter()
+                .zip(&positions)
+                .filter_map(|(id, &p)| match &base {
+                    Some(b) if p < base_len => Some((*id, b.vector(p))),
+                    _ => from_tail.next().map(|v| (*id, v)),
+                })
+                .collect();
             let publish = |g: Graph| *slot.write() = Some(Arc::new(g));
             let grown = match graph {
                 Some(g) => {
