@@ -717,8 +717,9 @@ impl Engine {
     /// [`Engine::refresh`] as a gate needs it. Waiting loops share one look at the store
     /// while the feed announces nothing (see crate::fresh); without a feed every call looks.
     /// A new gate calls this before embedding its query, so that in a fresh process the
-    /// store is read while the model loads (its first sweep then looks again only if that
-    /// took longer than the look stays fresh).
+    /// store is read while the model loads. (In `loop run` the gate is built before the run
+    /// subscribes to the feed, so its first sweep reads what arrived meanwhile, typically
+    /// nothing: one cheap query.)
     pub fn refresh_for_gate(&self) -> Result<()> {
         match self.feed.get().and_then(|f| f.as_ref()).map(|f| f.gate().generation()) {
             Some(g) => self.gate_fresh.get(Some(g), GATE_FRESH, || self.refresh()).map(|_| ()),

@@ -18,7 +18,8 @@ fn main() {
     // and try to send usage events to Microsoft. This variable keeps that from starting at
     // all (the library also turns events off, see slm::embed, but only after creation). It
     // is set here, before any thread exists, because setting the environment later races
-    // with C code reading it.
+    // with C code reading it. (Edition 2024 makes set_var unsafe: this is why it is sound.)
+    // Processes slm starts (verifiers, gate commands, embed-pending) inherit it.
     if std::env::var_os("ORT_DISABLE_TELEMETRY").is_none() {
         std::env::set_var("ORT_DISABLE_TELEMETRY", "1");
     }
@@ -42,7 +43,8 @@ fn main() {
     }));
     let code = cli::run();
     // Leave without running the C++ exit handlers of ONNX Runtime (its static teardown took
-    // ~30 ms after the answer was printed, which `loop run` callers waited for). Everything slm writes is committed and stdout is flushed by now.
+    // ~30 ms after the answer was printed, which `loop run` callers waited for). Everything
+    // slm writes is committed and stdout is flushed by now.
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();

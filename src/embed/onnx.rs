@@ -199,7 +199,7 @@ fn load_model(files: &ModelFiles, quick: bool) -> std::result::Result<Mutex<Text
     };
     let model = UserDefinedEmbeddingModel::new(graph, tokenizer_files).with_pooling(Pooling::Mean);
     let (embedding, real) = std::thread::scope(|s| {
-        let real = std::thread::Builder::new().name("slm-tokenizer".into()).spawn_scoped(s, || tokenizer::load(files));
+        let real = std::thread::Builder::new().name("slm-model-vocab".into()).spawn_scoped(s, || tokenizer::load(files));
         let embedding = TextEmbedding::try_new_from_user_defined(model, options);
         let real = match real {
             Ok(h) => h.join().unwrap_or_else(|_| Err("the tokenizer's loading thread panicked".into())),

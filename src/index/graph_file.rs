@@ -41,6 +41,10 @@ pub struct GraphMeta {
     pub sha256: [String; 2],
     /// Bytes of both dump files.
     pub bytes: u64,
+    /// Saved part-built by a process that was still building it: the next process completes
+    /// it before searching through it (see `super::searcher`). Absent in older files: false.
+    #[serde(default)]
+    pub part: bool,
 }
 
 /// Where a generation's graph is saved, and what it must match.
@@ -63,8 +67,12 @@ impl GraphHome {
         self.dir.parent().unwrap_or(&self.dir)
     }
 
-    /// Saves `index`, which covers the rows up to `upto`. Errors are strings for the log.
-    pub fn save(&self, index: &HnswIndex, upto: i64) -> Result<GraphMeta, String> {
+    /// Saves `index`, which covers the rows up to `upto` (`part`: a build still under way).
+    /// Errors are strings for the log.
+    pub fn save(&self, index: &HnswIndex, upto: i64, part: bool) -> Result<GraphMeta, String> {
+        if !self.dir.join("head").is_file() {
+            return Err("the generation was replaced; its graph is not saved".into());
+        }
         let tmp = format!("{BASENAME}-tmp-{}", std::process::id());
         let dumped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| index.dump(&self.dir, &tmp)))
             .map_err(|_| "the HNSW dump panicked".to_string())??;
@@ -83,8 +91,10 @@ impl GraphHome {
             vectors: index.len(),
             sha256,
             bytes,
+            part,
         };
         let _lock = super::derived::lock(self.index_dir()).map_err(|e| e.to_string())?;
+        remove_orphans(&self.dir);
         let cleanup = || PARTS.iter().for_each(|p| drop(std::fs::remove_file(from(p))));
         if !self.dir.join("head").is_file() {
             cleanup(); // the generation was replaced meanwhile: its folder is going away
@@ -150,6 +160,32 @@ impl GraphHome {
     }
 }
 
+/// Removes dumps and load links left by processes that ended mid-save or mid-load (a server
+/// exits at once when its client goes, and may be killed): at 1M rows each is ~2 GB. Files of
+/// a live process, this one included, are kept; a pid reused by another process keeps its
+/// files until that one ends too. Called under the derived files' lock.
+fn remove_orphans(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let rest = name.strip_prefix(&format!("{BASENAME}-tmp-")).or_else(|| name.strip_prefix(&format!("{BASENAME}-load-")));
+        let pid = rest.and_then(|r| r.split(['.', '-']).next()).and_then(|p| p.parse::<i32>().ok());
+        if let Some(pid) = pid {
+            if pid != std::process::id() as i32 && !alive(pid) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+/// True unless no process has this pid (a process of another user counts as alive).
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 static LOADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The SHA-256 (hex) and size of a file.
@@ -167,4 +203,32 @@ fn digest(path: &Path) -> std::io::Result<(String, u64)> {
         n += k as u64;
     }
     Ok((h.finalize().iter().map(|b| format!("{b:02x}")).collect(), n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orphaned_dumps_of_ended_processes_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let me = std::process::id();
+        let names = [
+            format!("graph-tmp-{dead}.hnsw.data"),
+            format!("graph-load-{dead}-3.hnsw.graph"),
+            format!("graph-tmp-{me}.hnsw.data"),
+            format!("graph-load-{me}-0.hnsw.graph"),
+            "graph.hnsw.data".to_string(),
+            "graph.meta".to_string(),
+        ];
+        for n in &names {
+            std::fs::write(dir.path().join(n), b"x").unwrap();
+        }
+        remove_orphans(dir.path());
+        let left: Vec<bool> = names.iter().map(|n| dir.path().join(n).exists()).collect();
+        assert_eq!(left, [false, false, true, true, true, true], "{names:?}");
+    }
 }

@@ -34,6 +34,7 @@ pub const HNSW_MIN: usize = 60_000;
 pub const HNSW_EF: usize = 96;
 
 /// Rows newer than the graph that trigger a background extension (and a tenth of the graph).
+/// A graph saved part-built is different: the next process completes it whatever its tail.
 const REBUILD_TAIL: usize = 5_000;
 
 /// Most vectors inserted between two looks at the clock while a graph is built (an eighth
@@ -262,31 +263,14 @@ impl Searcher {
     fn spawn(&self, set: &VectorSet, graph: Option<Arc<Graph>>) {
         let after = graph.as_ref().map_or(0, |g| g.built_upto);
         let f = Filter { after_id: after, ..Filter::memories() };
-        let positions: Vec<usize> = set.admitted(&f).collect();
-        let ids: Vec<i64> = positions.iter().map(|&p| set.id_at(p)).collect();
-        // Rows of the mapped base are read by the thread from the mapped file itself (the
-        // Arc keeps it mapped); only the rows held in memory, past the base, are copied. A
-        // copy of every vector (1.5 GB at 1M rows) made the search that started a build wait
-        // for it, and stayed in memory as long as the build ran.
-        let base = set.base().cloned();
-        let base_len = set.base_len();
-        let mut tail = Vec::new();
-        positions.iter().filter(|&&p| p >= base_len).for_each(|&p| tail.extend_from_slice(set.vector(p)));
+        let rows = GraphRows::of(set, &f);
         let upto = set.last_id();
         let home = self.graph_home.read().clone();
         let slot = Arc::clone(&self.graph);
         let building = Arc::clone(&self.building);
         let spawned = std::thread::Builder::new().name("slm-hnsw-build".into()).spawn(move || {
             Priority::Background.apply();
-            let mut from_tail = tail.chunks_exact(DIM);
-            let items: Vec<(i64, &[f32])> = ids
-                .iter()
-                .zip(&positions)
-                .filter_map(|(id, &p)| match &base {
-                    Some(b) if p < base_len => Some((*id, b.vector(p))),
-                    _ => from_tail.next().map(|v| (*id, v)),
-                })
-                .collect();
+            let items = rows.items();
             let publish = |g: Graph| *slot.write() = Some(Arc::new(g));
             let grown = match graph {
                 Some(g) => {
@@ -300,15 +284,16 @@ impl Searcher {
                     let (index, from, resumed) = match home.as_ref().map(GraphHome::load) {
                         Some(Ok(Some((index, meta)))) => {
                             let from = items.partition_point(|(id, _)| *id <= meta.upto);
-                            if items.len() - from < REBUILD_TAIL.max(index.len() / 10) {
+                            if !meta.part {
                                 tracing::info!(vectors = index.len(), upto = meta.upto, "HNSW graph loaded from {}", home.as_ref().map_or(String::new(), |h| h.dir.display().to_string()));
                                 // Rows after its coverage are scanned exactly until the tail
-                                // is large enough to be inserted.
+                                // is large enough to be inserted into the graph in use.
                                 publish(Graph { index: Arc::new(index), built_upto: meta.upto, loaded: true });
                                 building.store(false, Ordering::Release);
                                 return;
                             }
-                            // A build an earlier process saved before it exited: go on from it.
+                            // A build an earlier process saved before it exited: go on
+                            // from it, and search exactly until it is complete.
                             tracing::info!(vectors = index.len(), upto = meta.upto, rest = items.len() - from, "resuming the saved HNSW graph's build");
                             (index, from, true)
                         }
@@ -321,7 +306,7 @@ impl Searcher {
                     };
                     let save = |index: &HnswIndex, upto: i64| {
                         if let Some(h) = &home {
-                            match h.save(index, upto) {
+                            match h.save(index, upto, true) {
                                 Ok(m) => tracing::info!(vectors = m.vectors, upto, "HNSW graph saved part-built"),
                                 Err(e) => tracing::warn!("cannot save the HNSW graph: {e}"),
                             }
@@ -337,7 +322,7 @@ impl Searcher {
             let index = Arc::clone(&grown.index);
             publish(grown);
             if let Some(h) = &home {
-                match h.save(&index, upto) {
+                match h.save(&index, upto, false) {
                     Ok(m) => tracing::info!(vectors = m.vectors, bytes = m.bytes, "HNSW graph saved"),
                     Err(e) => tracing::warn!("cannot save the HNSW graph: {e}"),
                 }
@@ -356,23 +341,55 @@ impl Searcher {
     /// and uses it (`slm index rebuild`; blocking). `None` when the set has no base.
     pub fn rebuild_graph(&self) -> Option<std::result::Result<super::graph_file::GraphMeta, String>> {
         let home = self.graph_home.read().clone()?;
-        let (items_ids, data, upto) = {
+        let (rows, upto) = {
             let set = self.set.read();
-            let f = Filter::memories();
-            let positions: Vec<usize> = set.admitted(&f).collect();
-            let mut data = Vec::with_capacity(positions.len() * DIM);
-            positions.iter().for_each(|&p| data.extend_from_slice(set.vector(p)));
-            (positions.iter().map(|&p| set.id_at(p)).collect::<Vec<i64>>(), data, set.last_id())
+            (GraphRows::of(&set, &Filter::memories()), set.last_id())
         };
-        let items: Vec<(i64, &[f32])> = items_ids.iter().zip(data.chunks_exact(DIM)).map(|(id, v)| (*id, v)).collect();
+        let items = rows.items();
         let index = Arc::new(in_own_pool(Priority::Foreground, || HnswIndex::build(&items)));
-        let saved = home.save(&index, upto);
+        let saved = home.save(&index, upto, false);
         *self.graph.write() = Some(Arc::new(Graph { index, built_upto: upto, loaded: false }));
         Some(saved)
     }
 }
 
-/// Inserts `items` (in id order) into a graph nobody searches yet, `chunk` at a time, and
+/// The rows a graph build inserts, without a copy of the mapped base: the build reads those
+/// vectors from the mapped file itself (the `Arc` keeps it mapped), and only rows held in
+/// memory, past the base, are copied. A copy of every vector (1.5 GB at 1M rows) made the
+/// search that started a build wait for it, and stayed in memory as long as the build ran.
+struct GraphRows {
+    ids: Vec<i64>,
+    positions: Vec<usize>,
+    base: Option<Arc<Segment>>,
+    base_len: usize,
+    tail: Vec<f32>,
+}
+
+impl GraphRows {
+    fn of(set: &VectorSet, filter: &Filter<'_>) -> Self {
+        let positions: Vec<usize> = set.admitted(filter).collect();
+        let ids = positions.iter().map(|&p| set.id_at(p)).collect();
+        let base_len = set.base_len();
+        let mut tail = Vec::new();
+        positions.iter().filter(|&&p| p >= base_len).for_each(|&p| tail.extend_from_slice(set.vector(p)));
+        GraphRows { ids, positions, base: set.base().cloned(), base_len, tail }
+    }
+
+    /// `(id, vector)` of every row, in id order.
+    fn items(&self) -> Vec<(i64, &[f32])> {
+        let mut from_tail = self.tail.chunks_exact(DIM);
+        self.ids
+            .iter()
+            .zip(&self.positions)
+            .filter_map(|(id, &p)| match &self.base {
+                Some(b) if p < self.base_len => Some((*id, b.vector(p))),
+                _ => from_tail.next().map(|v| (*id, v)),
+            })
+            .collect()
+    }
+}
+
+/// Inserts `items` (in id order) into a graph nobody searches yet, `size` at a time, and
 /// after a chunk calls `save(index, largest id so far)` once `every` has passed since the
 /// last save (never after the last chunk: the caller saves the finished graph). Every
 /// memory up to that id is then in the graph, which is what a saved graph's `upto`
@@ -380,12 +397,12 @@ impl Searcher {
 fn grow(
     index: &HnswIndex,
     items: &[(i64, &[f32])],
-    chunk: usize,
+    size: usize,
     every: std::time::Duration,
     mut save: impl FnMut(&HnswIndex, i64),
 ) {
     let mut since = std::time::Instant::now();
-    let chunks = items.chunks(chunk.max(1));
+    let chunks = items.chunks(size.max(1));
     let last = chunks.len();
     for (i, chunk) in chunks.enumerate() {
         index.insert(chunk);

@@ -82,9 +82,9 @@ struct Shared {
 
 #[derive(Default)]
 struct State {
-    /// A pass is asked for or under way.
+    /// A cycle of passes is asked for or under way.
     busy: bool,
-    /// A pass finished since the writer last copied the tail.
+    /// A cycle finished since the writer last copied the tail.
     done: bool,
     closed: bool,
 }
@@ -143,7 +143,7 @@ impl Drop for Background {
     }
 }
 
-/// The thread: a pass whenever one is asked for, until closed.
+/// The thread: a cycle of passes whenever one is asked for, until closed.
 fn run(conn: &Connection, shared: &Shared) {
     loop {
         let mut st = shared.state.lock();
