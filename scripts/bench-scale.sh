@@ -122,7 +122,7 @@ PYEOF
     # A saved graph: `slm index rebuild` builds and saves it (minutes at 100k, tens of them at
     # 1M); a restarted server then answers its first recall exactly from the mapped files
     # while it reloads the graph in the background, and searches through the graph after.
-    read -r secs kb < <(timed "$BIN" --data-dir "$D" index rebuild)
+    read -r secs kb < <(timed env SLM_HNSW_MIN=1000 "$BIN" --data-dir "$D" index rebuild)
     printf '%-10s %-34s %s\n' "$N" "index rebuild (graph built, saved)" "$secs s, $((kb / 1024)) MB"
     $PY - "$BIN" "$D" "${QUERIES[3]}" "$N" <<'PYEOF'
 import json, os, subprocess, sys, time
