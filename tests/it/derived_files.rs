@@ -199,7 +199,10 @@ fn import_checks_and_normalises_given_embeddings() {
 /// `slm mcp` with a graph from 1,000 memories: recall once (the first recall is exact and
 /// starts the background work), wait until the status shows the graph in use and, when this
 /// process built it, until `slm index` shows it saved; returns the status's index part.
-fn mcp_graph(root: &Root) -> Value {
+/// `same_top` also checks that the graph's best hit is the exact one (a graph proposes
+/// candidates: on a few thousand random vectors its top 20 holds the best, on more it may
+/// not).
+fn mcp_graph(root: &Root, same_top: bool) -> Value {
     let before = index(root)["graph"]["sha256"].clone();
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
@@ -242,7 +245,9 @@ fn mcp_graph(root: &Root) -> Value {
     };
     // Through the graph the answer is the exact one (a small store, candidates rescored).
     let via_graph = tool(&mut call, "recall", serde_json::json!({"query": "generated note 1234 from batch 9", "limit": 5}));
-    assert_eq!(via_graph["hits"][0]["id"], exact["hits"][0]["id"], "{exact} vs {via_graph}");
+    if same_top {
+        assert_eq!(via_graph["hits"][0]["id"], exact["hits"][0]["id"], "{exact} vs {via_graph}");
+    }
     if state["hnsw_loaded"] == false {
         // Saved after it is in use: wait for the new save before the process ends.
         while index(root)["graph"]["sha256"] == before {
@@ -262,14 +267,14 @@ fn mcp_graph(root: &Root) -> Value {
 fn the_hnsw_graph_is_saved_reloaded_and_rebuilt_when_damaged() {
     let root = Root::new();
     import(&root, 0, 3000, 9);
-    let first = mcp_graph(&root);
+    let first = mcp_graph(&root, true);
     assert_eq!(first["hnsw_loaded"], false, "the first process builds: {first}");
     assert_eq!(first["hnsw_vectors"], 3000);
     let saved = index(&root)["graph"].clone();
     assert_eq!((saved["vectors"].as_u64(), saved["upto"].as_i64()), (Some(3000), Some(3000)), "{saved}");
     assert!(saved["bytes"].as_u64().unwrap() > 3000 * 1536, "{saved}");
 
-    let second = mcp_graph(&root);
+    let second = mcp_graph(&root, true);
     assert_eq!(second["hnsw_loaded"], true, "the next process reloads the saved graph: {second}");
     assert_eq!(second["hnsw_upto"], 3000);
 
@@ -279,10 +284,10 @@ fn the_hnsw_graph_is_saved_reloaded_and_rebuilt_when_damaged() {
     let data = root.dir().join("index").join(format!("g{}", g["generation"])).join("graph.hnsw.data");
     let len = std::fs::metadata(&data).unwrap().len();
     std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(len / 3).unwrap();
-    let third = mcp_graph(&root);
+    let third = mcp_graph(&root, true);
     assert_eq!(third["hnsw_loaded"], false, "a damaged graph is rebuilt, not loaded: {third}");
     assert_ne!(std::fs::metadata(&data).unwrap().len(), len / 3, "saved again, whole");
-    assert_eq!(mcp_graph(&root)["hnsw_loaded"], true, "the rebuilt graph is reloaded");
+    assert_eq!(mcp_graph(&root, true)["hnsw_loaded"], true, "the rebuilt graph is reloaded");
 }
 
 /// A server that exits while it builds its graph leaves the part it built saved (every
@@ -336,7 +341,7 @@ fn a_graph_build_cut_short_is_saved_and_the_next_server_resumes_it() {
     assert_eq!(index(&root)["graph"]["part"], true, "{}", index(&root));
 
     // The next server starts from the saved part (hnsw_loaded) and completes it.
-    let next = mcp_graph(&root);
+    let next = mcp_graph(&root, false);
     assert_eq!(next["hnsw_loaded"], true, "resumed, not built from nothing: {next}");
     assert_eq!(next["hnsw_vectors"], 9000, "{next}");
     assert_eq!(next["hnsw_upto"], 9000, "{next}");
