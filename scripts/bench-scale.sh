@@ -64,37 +64,25 @@ for N in "${SIZES[@]}"; do
   read -r secs kb < <(timed "$BIN" --data-dir "$D" recall "${QUERIES[0]}")
   printf '%-10s %-34s %s\n' "$N" "first recall (builds files)" "$secs s, $((kb / 1024)) MB"
   # A new query (its text differs every run) loads the model and embeds it; a repeated one
-  # reads its vector from the query cache. Each kind: median wall, largest peak RSS.
-  report() { printf '%-10s %-34s %s\n' "$N" "$1" "$(printf '%s\n' "${walls[@]}" | median) s, $(( $(printf '%s\n' "${rss[@]}" | sort -n | tail -1) / 1024 )) MB"; }
-  walls=(); rss=()
-  for i in $(seq "$RUNS"); do
-    q="${QUERIES[$((i % ${#QUERIES[@]}))]} (run $i)"
-    read -r secs kb < <(timed "$BIN" --data-dir "$D" recall "$q")
-    walls+=("$secs"); rss+=("$kb")
-  done
-  report "recall, new query"
-  walls=(); rss=()
-  for i in $(seq "$RUNS"); do
-    read -r secs kb < <(timed "$BIN" --data-dir "$D" recall "${QUERIES[0]}")
-    walls+=("$secs"); rss+=("$kb")
-  done
-  report "recall, repeated query"
-  walls=(); rss=()
-  for i in $(seq "$RUNS"); do
-    read -r secs kb < <(timed "$BIN" --data-dir "$D" loop run --name "scale$i" --gate-query "${QUERIES[1]} (run $i)" \
-      --gate-min-score 0.999 --max-iterations 1)
-    walls+=("$secs"); rss+=("$kb")
-  done
-  report "loop run 1 lap, new gate query"
-  timed "$BIN" --data-dir "$D" loop run --name seen0 --gate-query "${QUERIES[1]}" --gate-min-score 0.999 \
-    --max-iterations 1 >/dev/null # embeds it once: every run below finds it seen
-  walls=(); rss=()
-  for i in $(seq "$RUNS"); do
-    read -r secs kb < <(timed "$BIN" --data-dir "$D" loop run --name "seen$i" --gate-query "${QUERIES[1]}" \
-      --gate-min-score 0.999 --max-iterations 1)
-    walls+=("$secs"); rss+=("$kb")
-  done
-  report "loop run 1 lap, seen gate query"
+  # reads its vector from the query cache. `measure LABEL ARGS...` runs `slm ARGS` RUNS times
+  # ({i} in ARGS becomes the run's number) and prints the median wall and largest peak RSS.
+  measure() {
+    local label=$1 i secs kb
+    shift
+    walls=(); rss=()
+    for i in $(seq "$RUNS"); do
+      read -r secs kb < <(timed "$BIN" --data-dir "$D" "${@//\{i\}/$i}")
+      walls+=("$secs"); rss+=("$kb")
+    done
+    printf '%-10s %-34s %s\n' "$N" "$label" "$(printf '%s\n' "${walls[@]}" | median) s, $(( $(printf '%s\n' "${rss[@]}" | sort -n | tail -1) / 1024 )) MB"
+  }
+  GATE=(--gate-min-score 0.999 --max-iterations 1)
+  measure "recall, new query" recall "${QUERIES[4]} (run {i})"
+  measure "recall, repeated query" recall "${QUERIES[0]}"
+  measure "loop run 1 lap, new gate query" loop run --name "scale{i}" --gate-query "${QUERIES[1]} (run {i})" "${GATE[@]}"
+  # Embeds the gate query once: every run of the next measure finds it seen.
+  timed "$BIN" --data-dir "$D" loop run --name seen0 --gate-query "${QUERIES[1]}" "${GATE[@]}" >/dev/null
+  measure "loop run 1 lap, seen gate query" loop run --name "seen{i}" --gate-query "${QUERIES[1]}" "${GATE[@]}"
   walls=()
   for i in 1 2 3; do
     walls+=("$($PY - "$BIN" "$D" "${QUERIES[2]}" <<'PYEOF'

@@ -148,9 +148,15 @@ impl RawMcp {
 
     /// The same, with `args` after `slm mcp` (e.g. `--profile whole`).
     pub fn start_with(root: &Root, args: &[&str]) -> RawMcp {
+        RawMcp::start_env(root, args, &[])
+    }
+
+    /// The same, with `env` added to the server's environment.
+    pub fn start_env(root: &Root, args: &[&str], env: &[(&str, &str)]) -> RawMcp {
         let stderr_path = tempfile::Builder::new().prefix("mcp-stderr").tempfile_in(root.tmp.path()).unwrap().into_temp_path().keep().unwrap();
         let mut child = root
             .cmd(&[&["mcp"], args].concat())
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr_path).unwrap())
@@ -190,6 +196,17 @@ impl RawMcp {
     pub fn reply(&self) -> Value {
         let line = self.replies.recv_timeout(Duration::from_secs(30)).expect("no reply from slm mcp");
         serde_json::from_str(&line).unwrap()
+    }
+
+    /// Calls tool `name` (request id `id`) and returns its structured result.
+    pub fn tool(&mut self, id: u64, name: &str, args: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": args}}).to_string());
+        loop {
+            let m = self.reply();
+            if m["id"] == id {
+                return m["result"]["structuredContent"].clone();
+            }
+        }
     }
 
     /// What the server wrote to stderr so far.

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use super::common::{expect_exit, Root};
+use super::common::{expect_exit, RawMcp, Root};
 
 /// A line of an import file with a pseudo-random unit embedding.
 fn line(i: usize, seed: u64) -> String {
@@ -204,39 +204,12 @@ fn import_checks_and_normalises_given_embeddings() {
 /// not).
 fn mcp_graph(root: &Root, same_top: bool) -> Value {
     let before = index(root)["graph"]["sha256"].clone();
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(super::common::slm_bin())
-        .arg("--data-dir")
-        .arg(root.dir())
-        .arg("mcp")
-        .env("SLM_HNSW_MIN", "1000")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut id = 1;
-    let mut call = |method: &str, params: Value| -> Value {
-        id += 1;
-        writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
-        loop {
-            let m: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-            if m["id"] == id {
-                return m;
-            }
-        }
-    };
-    call("initialize", serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}));
-    let tool = |call: &mut dyn FnMut(&str, Value) -> Value, name: &str, args: Value| {
-        call("tools/call", serde_json::json!({"name": name, "arguments": args}))["result"]["structuredContent"].clone()
-    };
-    let exact = tool(&mut call, "recall", serde_json::json!({"query": "generated note 1234 from batch 9", "limit": 5}));
+    let mut m = RawMcp::start_env(root, &[], &[("SLM_HNSW_MIN", "1000")]);
+    let query = serde_json::json!({"query": "generated note 1234 from batch 9", "limit": 5});
+    let exact = m.tool(1, "recall", query.clone());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
     let state = loop {
-        let s = tool(&mut call, "status", serde_json::json!({}))["index"].clone();
+        let s = m.tool(2, "status", serde_json::json!({}))["index"].clone();
         if s["mode"] == "hnsw" && s["hnsw_building"] == false {
             break s;
         }
@@ -244,7 +217,7 @@ fn mcp_graph(root: &Root, same_top: bool) -> Value {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     // Through the graph the answer is the exact one (a small store, candidates rescored).
-    let via_graph = tool(&mut call, "recall", serde_json::json!({"query": "generated note 1234 from batch 9", "limit": 5}));
+    let via_graph = m.tool(3, "recall", query);
     if same_top {
         assert_eq!(via_graph["hits"][0]["id"], exact["hits"][0]["id"], "{exact} vs {via_graph}");
     }
@@ -255,8 +228,6 @@ fn mcp_graph(root: &Root, same_top: bool) -> Value {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
-    drop(stdin);
-    child.wait().unwrap();
     state
 }
 
@@ -295,30 +266,10 @@ fn the_hnsw_graph_is_saved_reloaded_and_rebuilt_when_damaged() {
 /// that part instead of building from nothing.
 #[test]
 fn a_graph_build_cut_short_is_saved_and_the_next_server_resumes_it() {
-    use std::process::{Command, Stdio};
     let root = Root::new();
     import(&root, 0, 9000, 13);
-    let mut child = Command::new(super::common::slm_bin())
-        .arg("--data-dir")
-        .arg(root.dir())
-        .arg("mcp")
-        .env("SLM_HNSW_MIN", "1000")
-        .env("SLM_GRAPH_SAVE_S", "0")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for (id, (method, params)) in [
-        ("initialize", serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}})),
-        ("tools/call", serde_json::json!({"name": "recall", "arguments": {"query": "generated note 7 from batch 13"}})),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        writeln!(stdin, "{}", serde_json::json!({"jsonrpc": "2.0", "id": id + 1, "method": method, "params": params})).unwrap();
-    }
+    let mut m = RawMcp::start_env(&root, &[], &[("SLM_HNSW_MIN", "1000"), ("SLM_GRAPH_SAVE_S", "0")]);
+    m.tool(1, "recall", serde_json::json!({"query": "generated note 7 from batch 13"}));
     // The recall starts the build (8 chunks of 1,125); stop the server hard at the first
     // part-built save.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
@@ -331,8 +282,7 @@ fn a_graph_build_cut_short_is_saved_and_the_next_server_resumes_it() {
         assert!(std::time::Instant::now() < deadline, "no part-built graph was saved");
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(m); // kill -9
     let (vectors, upto) = (part["vectors"].as_u64().unwrap(), part["upto"].as_i64().unwrap());
     assert_eq!(vectors as i64, upto, "a part covers every memory up to its upto: {part}");
     assert_eq!(vectors % 1125, 0, "parts end at chunk ends: {part}");
