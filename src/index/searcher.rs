@@ -283,7 +283,6 @@ impl Searcher {
                 None => {
                     let (index, from, resumed) = match home.as_ref().map(GraphHome::load) {
                         Some(Ok(Some((index, meta)))) => {
-                            let from = items.partition_point(|(id, _)| *id <= meta.upto);
                             if !meta.part {
                                 tracing::info!(vectors = index.len(), upto = meta.upto, "HNSW graph loaded from {}", home.as_ref().map_or(String::new(), |h| h.dir.display().to_string()));
                                 // Rows after its coverage are scanned exactly until the tail
@@ -294,6 +293,7 @@ impl Searcher {
                             }
                             // A build an earlier process saved before it exited: go on
                             // from it, and search exactly until it is complete.
+                            let from = items.partition_point(|(id, _)| *id <= meta.upto);
                             tracing::info!(vectors = index.len(), upto = meta.upto, rest = items.len() - from, "resuming the saved HNSW graph's build");
                             (index, from, true)
                         }
@@ -304,14 +304,7 @@ impl Searcher {
                             (HnswIndex::with_capacity(items.len()), 0, false)
                         }
                     };
-                    let save = |index: &HnswIndex, upto: i64| {
-                        if let Some(h) = &home {
-                            match h.save(index, upto, true) {
-                                Ok(m) => tracing::info!(vectors = m.vectors, upto, "HNSW graph saved part-built"),
-                                Err(e) => tracing::warn!("cannot save the HNSW graph: {e}"),
-                            }
-                        }
-                    };
+                    let save = |index: &HnswIndex, upto: i64| save_logged(home.as_ref(), index, upto, true);
                     let rest = &items[from..];
                     let chunk = (rest.len() / 8).clamp(500, BUILD_CHUNK);
                     in_own_pool(Priority::Background, || grow(&index, rest, chunk, save_every(), save));
@@ -321,12 +314,7 @@ impl Searcher {
             };
             let index = Arc::clone(&grown.index);
             publish(grown);
-            if let Some(h) = &home {
-                match h.save(&index, upto, false) {
-                    Ok(m) => tracing::info!(vectors = m.vectors, bytes = m.bytes, "HNSW graph saved"),
-                    Err(e) => tracing::warn!("cannot save the HNSW graph: {e}"),
-                }
-            }
+            save_logged(home.as_ref(), &index, upto, false);
             building.store(false, Ordering::Release);
         });
         if let Err(e) = spawned {
@@ -350,6 +338,16 @@ impl Searcher {
         let saved = home.save(&index, upto, false);
         *self.graph.write() = Some(Arc::new(Graph { index, built_upto: upto, loaded: false }));
         Some(saved)
+    }
+}
+
+/// Saves `index` in `home`, if the set has one (`part`: a build still under way), and logs
+/// how that went: a failed save only means the next process builds again.
+fn save_logged(home: Option<&GraphHome>, index: &HnswIndex, upto: i64, part: bool) {
+    let Some(h) = home else { return };
+    match h.save(index, upto, part) {
+        Ok(m) => tracing::info!(vectors = m.vectors, bytes = m.bytes, upto, part, "HNSW graph saved"),
+        Err(e) => tracing::warn!("cannot save the HNSW graph: {e}"),
     }
 }
 

@@ -602,10 +602,15 @@ impl SqliteStore {
     /// The checkpoints themselves run on a thread of their own ([`checkpoint::Background`]),
     /// beside the inserts: in a 1M import they were a third of the writer thread's time.
     pub fn bulk_mode(&mut self) -> Result<()> {
+        self.bulk_mode_at(BULK_CHECKPOINT_PAGES)
+    }
+
+    /// [`SqliteStore::bulk_mode`] with a checkpoint every `pages` log pages.
+    fn bulk_mode_at(&mut self, pages: u32) -> Result<()> {
         self.conn
             .execute_batch(&format!("PRAGMA cache_size = -{BULK_CACHE_KIB}; PRAGMA wal_autocheckpoint = 0"))
             .map_err(|e| self.err(e))?;
-        self.bulk = Some(checkpoint::Background::start(&self.conn, &self.path, BULK_CHECKPOINT_PAGES));
+        self.bulk = Some(checkpoint::Background::start(&self.conn, &self.path, pages));
         Ok(())
     }
 
@@ -820,8 +825,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join(DB_FILE);
         let mut store = SqliteStore::open(&path).unwrap();
-        store.conn.execute_batch("PRAGMA wal_autocheckpoint = 0").unwrap();
-        store.bulk = Some(checkpoint::Background::start(&store.conn, &path, LIMIT));
+        store.bulk_mode_at(LIMIT).unwrap();
         let v: Vec<f32> = (0..crate::embed::DIM).map(|i| (i as f32).sin()).collect();
         let tags = vec!["bulk".to_string()];
         let (batches, per) = (60, 200);
