@@ -17,8 +17,9 @@
 //!
 //! Whatever the writer does between its calls to [`Background::committed`] (an import's loop
 //! records commit one by one), the WAL hook itself checkpoints on the committing thread once
-//! the log holds [`SAFETY_PAGES`], as SQLite's own automatic checkpoint would: the log stays
-//! bounded even if the thread is gone.
+//! the log holds [`SAFETY_FACTOR`] times the limit, as SQLite's own automatic checkpoint
+//! would: the log stays bounded even if the thread is gone or starved of CPU (a busy machine
+//! can keep it from finishing a cycle for the whole of a short import).
 
 use std::cell::Cell;
 use std::os::raw::c_int;
@@ -30,9 +31,9 @@ use parking_lot::{Condvar, Mutex};
 use rusqlite::hooks::Wal;
 use rusqlite::Connection;
 
-/// Pages in the log at which the WAL hook checkpoints on the committing thread itself: four
-/// times the bulk limit, which the background cycle never reaches.
-const SAFETY_PAGES: c_int = 4 * super::BULK_CHECKPOINT_PAGES as c_int;
+/// The log's length, in limits, at which the WAL hook checkpoints on the committing thread
+/// itself: a background cycle that keeps up never lets the log reach it.
+const SAFETY_FACTOR: c_int = 4;
 
 /// Most passes of one background cycle (see [`run`]).
 const MAX_PASSES: usize = 4;
@@ -46,11 +47,14 @@ thread_local! {
     /// runs on the committing thread, which is also the one that calls
     /// [`Background::committed`], so a thread-local keeps two importing connections apart.
     static WAL_PAGES: Cell<i64> = const { Cell::new(0) };
+    /// Pages at which the hook checkpoints itself: [`SAFETY_FACTOR`] times the limit of the
+    /// bulk connection this thread writes on (set by [`Background::start`]).
+    static SAFETY_PAGES: Cell<c_int> = const { Cell::new(SAFETY_FACTOR * super::BULK_CHECKPOINT_PAGES as c_int) };
 }
 
 fn wal_hook(wal: &Wal, pages: c_int) -> rusqlite::Result<()> {
     WAL_PAGES.with(|p| p.set(i64::from(pages)));
-    if pages >= SAFETY_PAGES {
+    if pages >= SAFETY_PAGES.with(Cell::get) {
         // A passive checkpoint of what is committed; a busy answer just leaves it for later.
         if let Err(e) = wal.checkpoint() {
             tracing::debug!("checkpoint in the WAL hook: {e}");
@@ -96,6 +100,7 @@ impl Background {
     pub(super) fn start(conn: &Connection, path: &Path, limit: u32) -> Background {
         conn.wal_hook(Some(wal_hook));
         reset_wal_pages();
+        SAFETY_PAGES.with(|p| p.set(SAFETY_FACTOR.saturating_mul(c_int::try_from(limit).unwrap_or(c_int::MAX))));
         let shared = Arc::new(Shared::default());
         let s = Arc::clone(&shared);
         let own = Connection::open(path).and_then(|c| c.busy_timeout(super::BUSY_TIMEOUT).map(|()| c));
@@ -129,6 +134,18 @@ impl Background {
         } else if pages >= self.limit && !st.busy {
             st.busy = true;
             self.shared.wake.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+impl Background {
+    /// Waits until no cycle is asked for or under way: a test's way to let the thread keep
+    /// up whatever else the machine is doing (its fsync can stall behind other processes'
+    /// write-back for seconds, during which the log rightly grows).
+    pub(super) fn settle(&self) {
+        while self.shared.state.lock().busy {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
 }

@@ -817,8 +817,13 @@ mod tests {
     }
 
     /// Bulk inserts with the checkpoints on their own thread: every row is stored, the log is
-    /// copied into the database as it goes and starts over (its file stays a few limits long
+    /// copied into the database as it goes and starts over (its file stays a few batches long
     /// instead of holding the whole import), and a second connection reads everything.
+    ///
+    /// The test waits for each cycle the thread is asked for before the next batch: how far
+    /// the log gets ahead of a thread that runs free depends on the machine (in CI, on a disk
+    /// busy with a fresh build, one fsync of the thread's outlasted the whole insert and the
+    /// log held all of it), and what is tested is that a finished cycle rewinds the log.
     #[test]
     fn bulk_inserts_checkpoint_beside_the_writer_and_the_log_starts_over() {
         const LIMIT: u32 = 64;
@@ -838,10 +843,13 @@ mod tests {
                 .collect();
             assert!(store.insert(&rows).unwrap().iter().all(|(_, deduped)| !deduped));
             wal_max = wal_max.max(std::fs::metadata(path.with_extension("db-wal")).map_or(0, |m| m.len()));
+            store.bulk.as_ref().unwrap().settle();
         }
-        // 12,000 rows of 1.5 KB are about 4,500 log pages; one limit is 64.
+        // 12,000 rows of 1.5 KB are about 4,500 log pages, a batch about 80; one limit is 64.
+        // Each batch crosses the limit, so the thread copies the log after it, the writer
+        // copies what is left at its next commit and the log starts over at the one after.
         let page = 4096 + 24;
-        assert!(wal_max < 40 * u64::from(LIMIT) * page, "the log grew to {wal_max} bytes");
+        assert!(wal_max < 400 * page, "the log grew to {wal_max} bytes");
         store.bulk = None;
         let other = SqliteStore::open(&path).unwrap();
         assert_eq!(other.counts().unwrap(), ((batches * per) as u64, 0));
