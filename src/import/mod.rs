@@ -15,7 +15,7 @@
 //! returns [`ImportStopped`]: the summary so far, with the last line whose batch committed.
 //! Re-running the same import resumes it, since stored lines are deduplicated.
 
-mod embedding;
+pub mod embedding;
 
 use std::io::BufRead;
 use std::sync::atomic::{AtomicU64, Ordering};
