@@ -34,7 +34,10 @@ fn g6(x: f32) -> String {
     }
 }
 
-fn lines(style: fn(&[f32]) -> String) -> Vec<String> {
+/// How a vector's numbers are written: the whole JSON array.
+type Style = fn(&[f32]) -> String;
+
+fn lines(style: Style) -> Vec<String> {
     common::synthetic(LINES, SEED)
         .iter()
         .enumerate()
@@ -43,7 +46,7 @@ fn lines(style: fn(&[f32]) -> String) -> Vec<String> {
 }
 
 fn bench_parse(c: &mut Criterion) {
-    let styles: [(&str, fn(&[f32]) -> String); 2] = [
+    let styles: [(&str, Style); 2] = [
         ("g6", |v| format!("[{}]", v.iter().map(|&x| g6(x)).collect::<Vec<_>>().join(","))),
         ("export", |v| serde_json::to_string(v).unwrap_or_default()),
     ];
