@@ -98,7 +98,7 @@ if [ -z "${SLM_BENCH_SKIP:-${SLM_SKIP_BENCH:-}}" ]; then
   echo "== benchmarks (short run)"
   # grep hides criterion's chatter; a failing bench still fails the run (PIPESTATUS).
   SLM_BENCH_HNSW_N="${SLM_BENCH_HNSW_N:-20000}" \
-    cargo bench --locked --bench recall --bench gate --bench mcp --bench dashboard -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
+    cargo bench --locked --bench recall --bench gate --bench mcp --bench dashboard --bench import -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
     | grep -E '^[a-z_0-9.]+/|time:|thrpt:|^hnsw:|^process:|^embed:|^gate:|^mcp:|skipped' || true
   [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "benchmarks failed" >&2; exit 1; }
   echo "== scale benchmark (short: 20k generated memories; by hand: scripts/bench-scale.sh 100000 1000000)"

@@ -100,17 +100,26 @@ fn a_gate_that_sleeps_past_the_deadline_is_killed_with_its_group() {
     assert_eq!(v["decision"], "max_wallclock");
     assert_eq!(v["timed_out"], true);
     assert!(v["detail"].as_str().unwrap().contains("killed at the wall-clock deadline"), "{v}");
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let left = std::process::Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+    // Killed processes may take a moment to be gone on a busy machine.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let left = loop {
+        let left = std::process::Command::new("pgrep").args(["-f", &marker]).output().unwrap();
+        if left.stdout.is_empty() || std::time::Instant::now() > until {
+            break left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     assert!(left.stdout.is_empty(), "leftover gate processes: {}", String::from_utf8_lossy(&left.stdout));
 }
 
 #[test]
 fn an_abandoned_run_shows_max_wallclock_after_its_deadline() {
     let root = Root::new();
-    let run = start(&root, "abandoned", "exit 1", &["--max-wallclock-s", "0.5"]);
+    // 3 s: the start and the first look must both come before the deadline, on a busy machine.
+    let started = std::time::Instant::now();
+    let run = start(&root, "abandoned", "exit 1", &["--max-wallclock-s", "3"]);
     assert_eq!(root.json(&["loop", "history", "--name", "abandoned"])["runs"][0]["final_status"], "running");
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    std::thread::sleep((started + std::time::Duration::from_millis(3300)).saturating_duration_since(std::time::Instant::now()));
     assert_eq!(root.json(&["loop", "history", "--name", "abandoned"])["runs"][0]["final_status"], "max_wallclock");
     // A late step records the deadline lap without running the gate, then the run is over.
     let (out, v) = step(&root, &run, &[]);

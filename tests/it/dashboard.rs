@@ -240,7 +240,7 @@ fn the_page_works_in_a_real_browser() {
     // A run that stays live while the browser watches (1 lap a second for up to 60 s).
     let mut live = root
         .cmd(&["loop", "run", "--name", "live", "--gate-query", "never happens", "--gate-min-score", "0.99",
-               "--max-wallclock-s", "60", "--poll-interval-s", "1"])
+               "--max-wallclock-s", "60", "--poll-interval-s", "1", "--max-iterations", "200"])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();

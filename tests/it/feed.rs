@@ -44,7 +44,7 @@ fn wait_first_lap(root: &Root, name: &str) -> String {
     }
 }
 
-const SLOW_POLL: &[&str] = &["--poll-interval-s", "10", "--max-wallclock-s", "60", "--gate-min-score", "0.8"];
+const SLOW_POLL: &[&str] = &["--poll-interval-s", "60", "--max-wallclock-s", "120", "--gate-min-score", "0.8"];
 
 #[test]
 fn a_commit_wakes_a_loop_long_before_its_poll() {
@@ -61,7 +61,7 @@ fn a_commit_wakes_a_loop_long_before_its_poll() {
     assert_eq!(r["status"], "converged", "{r}");
     assert_eq!(r["match"]["id"], id);
     assert_eq!(r["laps"], 2, "one lap at the start, one on the wake-up");
-    assert!(after < Duration::from_secs(5), "converged {after:?} after the write; the poll is 10 s");
+    assert!(after < Duration::from_secs(30), "converged {after:?} after the write; the poll is 60 s");
 }
 
 #[test]
@@ -94,7 +94,7 @@ fn without_the_feed_a_loop_falls_back_to_its_poll() {
     let written = chrono::DateTime::parse_from_rfc3339(written["created_at"].as_str().unwrap()).unwrap();
     // A lap's time is stamped after it looked at the store, and a memory's just before its
     // commit: a lap that looked just before the commit may carry a slightly later time.
-    let before_last = ts(&laps[laps.len() - 2]) - chrono::Duration::milliseconds(250);
+    let before_last = ts(&laps[laps.len() - 2]) - chrono::Duration::milliseconds(1000);
     assert!(before_last < written, "the lap before the converging one came after the commit: {laps:?}");
 }
 
@@ -110,7 +110,7 @@ fn a_cancel_from_another_process_arrives_through_the_feed() {
     let r = result(child);
     assert_eq!(r["status"], "cancelled", "{r}");
     assert_eq!(r["laps"], 1);
-    assert!(asked.elapsed() < Duration::from_secs(5), "cancelled {:?} after asking; the poll is 10 s", asked.elapsed());
+    assert!(asked.elapsed() < Duration::from_secs(30), "cancelled {:?} after asking; the poll is 60 s", asked.elapsed());
 }
 
 #[test]
@@ -148,6 +148,6 @@ fn writes_racing_the_start_of_a_loop_are_never_missed() {
         let r = result(child);
         assert_eq!(r["status"], "converged", "round {round}: {r}");
         assert_eq!(r["match"]["id"], id);
-        assert!(started.elapsed() < Duration::from_secs(5), "round {round}: waited for the poll");
+        assert!(started.elapsed() < Duration::from_secs(30), "round {round}: waited for the poll (60 s)");
     }
 }

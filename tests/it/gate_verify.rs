@@ -80,7 +80,7 @@ fn readme_example_no_longer_converges_on_not_approved_and_converges_on_the_appro
     assert!(text.contains("polarity:"), "{text}");
 
     // A second loop waits; another process remembers the approval; it converges on it.
-    let child = spawn_loop(&root, "pr-42", &["--max-wallclock-s", "60"]);
+    let child = spawn_loop(&root, "pr-42", &["--max-wallclock-s", "60", "--max-iterations", "200"]);
     wait_running(&root, "pr-42");
     let good = root.remember(APPROVED, &[]);
     let out = child.wait_with_output().unwrap();

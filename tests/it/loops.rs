@@ -77,7 +77,7 @@ fn a_memory_from_another_process_satisfies_a_waiting_loop() {
     root.remember("The pull request number 42 was rejected", &[]);
     let child = spawn_run(
         &root,
-        &["--name", "pr-42", "--gate-query", "PR 42 approved", "--gate-min-score", "0.75", "--max-wallclock-s", "60", "--poll-interval-s", "0.25"],
+        &["--name", "pr-42", "--gate-query", "PR 42 approved", "--gate-min-score", "0.75", "--max-wallclock-s", "60", "--poll-interval-s", "0.25", "--max-iterations", "200"],
     );
     wait_running(&root, "pr-42");
     let id = root.remember("review complete: PR #42 is approved", &["pr-42"]);

@@ -46,7 +46,7 @@ fn wait_first_lap(root: &Root, name: &str) -> String {
     }
 }
 
-const SLOW_POLL: &[&str] = &["--poll-interval-s", "10", "--max-wallclock-s", "60", "--gate-min-score", "0.8"];
+const SLOW_POLL: &[&str] = &["--poll-interval-s", "60", "--max-wallclock-s", "120", "--gate-min-score", "0.8"];
 
 fn store_at(url: &str) -> Store {
     let url = PgUrl::from_flag(Some(url)).unwrap().unwrap();
@@ -80,7 +80,7 @@ fn two_hosts_share_memories_loops_and_the_ledger() {
     assert_eq!(r["match"]["id"], id);
     assert_eq!(r["run_id"], run_id);
     assert_eq!(r["laps"], 2, "one lap at the start, one on the notification");
-    assert!(after < Duration::from_secs(5), "converged {after:?} after A's write; B polls every 10 s");
+    assert!(after < Duration::from_secs(30), "converged {after:?} after A's write; B polls every 60 s");
 
     let h = a.json(&["loop", "history", "--name", "review"]);
     assert_eq!(h["runs"][0]["final_status"], "converged", "{h}");

@@ -132,7 +132,7 @@ async def scenario_loop():
             r = await waiter.call_tool(
                 "slm_loop_run",
                 {"name": "pr-42", "gate_query": "PR 42 approved", "gate_min_score": 0.75,
-                 "max_wallclock_s": 60, "poll_interval_s": 0.25, "gate_tags": ["pr-42"]},
+                 "max_wallclock_s": 60, "poll_interval_s": 0.25, "max_iterations": 200, "gate_tags": ["pr-42"]},
                 progress_callback=on_progress,
             )
             result["r"] = r
@@ -167,7 +167,7 @@ async def scenario_cancel():
             )
             raise AssertionError("the loop should still be waiting")
         # The abandoned call sent notifications/cancelled; the run ends cancelled.
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while True:
             hist = structured(await s.call_tool("slm_loop_history", {"name": "waiter"}))
             status = hist["runs"][0]["final_status"] if hist["runs"] else None
@@ -226,7 +226,7 @@ async def scenario_gate():
 
 
 async def scenario_many_loops():
-    """50 loops in one server at the 0.25 s poll floor for 2 s: the ledger writer batches
+    """50 loops in one server at the 0.25 s poll floor for 3 s: the ledger writer batches
     their laps, and every lap of every run is stored, numbered 1..n, with its lap memory."""
     async with _Stack() as stack:
         s = await session_for(stack, "code")
@@ -235,7 +235,7 @@ async def scenario_many_loops():
         async def run(i):
             r = await s.call_tool("slm_loop_run", {
                 "name": f"many-{i}", "gate_query": f"the batch job {i} finished", "gate_min_score": 0.99,
-                "poll_interval_s": 0.25, "max_wallclock_s": 2, "max_iterations": 200})
+                "poll_interval_s": 0.25, "max_wallclock_s": 3, "max_iterations": 200})
             results[i] = structured(r)
 
         async with anyio.create_task_group() as tg:
@@ -244,7 +244,7 @@ async def scenario_many_loops():
         total = 0
         for i, r in sorted(results.items()):
             assert r["status"] == "max_wallclock" and r["termination"]["ledger_errors"] == 0, r
-            assert r["laps"] >= 3, r  # 2 s at a 0.25 s poll
+            assert r["laps"] >= 3, r  # 3 s at a 0.25 s poll (up to 12; a loaded machine gets fewer)
             shown = structured(await s.call_tool("slm_loop_show", {"run_id": r["run_id"], "limit": 1000}))
             assert [lap["lap"] for lap in shown["laps"]] == list(range(1, r["laps"] + 1)), (r, shown["laps"])
             assert shown["laps"][-1]["decision"] == "max_wallclock", shown["laps"][-1]
