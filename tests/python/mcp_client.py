@@ -226,7 +226,7 @@ async def scenario_gate():
 
 
 async def scenario_many_loops():
-    """50 loops in one server at the 0.25 s poll floor for 3 s: the ledger writer batches
+    """50 loops in one server at the 0.25 s poll floor for 2 s: the ledger writer batches
     their laps, and every lap of every run is stored, numbered 1..n, with its lap memory."""
     async with _Stack() as stack:
         s = await session_for(stack, "code")
@@ -235,7 +235,7 @@ async def scenario_many_loops():
         async def run(i):
             r = await s.call_tool("slm_loop_run", {
                 "name": f"many-{i}", "gate_query": f"the batch job {i} finished", "gate_min_score": 0.99,
-                "poll_interval_s": 0.25, "max_wallclock_s": 3, "max_iterations": 200})
+                "poll_interval_s": 0.25, "max_wallclock_s": 2, "max_iterations": 200})
             results[i] = structured(r)
 
         async with anyio.create_task_group() as tg:
@@ -244,7 +244,10 @@ async def scenario_many_loops():
         total = 0
         for i, r in sorted(results.items()):
             assert r["status"] == "max_wallclock" and r["termination"]["ledger_errors"] == 0, r
-            assert r["laps"] >= 3, r  # 3 s at a 0.25 s poll (up to 12; a loaded machine gets fewer)
+            # 2 s at a 0.25 s poll: about 9 laps, fewer on a loaded machine. (Longer runs would leave
+            # more than 512 laps for the ledger writer to fold, which it then does a second
+            # after the ends, not before them: the recall below would come too early.)
+            assert r["laps"] >= 2, r
             shown = structured(await s.call_tool("slm_loop_show", {"run_id": r["run_id"], "limit": 1000}))
             assert [lap["lap"] for lap in shown["laps"]] == list(range(1, r["laps"] + 1)), (r, shown["laps"])
             assert shown["laps"][-1]["decision"] == "max_wallclock", shown["laps"][-1]
