@@ -168,13 +168,8 @@ fn digit_run(b: &[u8], i: usize) -> (u64, usize) {
     if n == 0 {
         return (0, 0);
     }
-    // The digits move to the high bytes (the zero bytes below them are leading zeros), then
-    // pairs, quads and octets are combined (the text's first digit is the lowest byte).
-    let v = a << (8 * (8 - n));
-    let v = (v & 0x0F0F_0F0F_0F0F_0F0F).wrapping_mul(2561) >> 8;
-    let v = (v & 0x00FF_00FF_00FF_00FF).wrapping_mul(6_553_601) >> 16;
-    let v = (v & 0x0000_FFFF_0000_FFFF).wrapping_mul(42_949_672_960_001) >> 32;
-    (v, n)
+    // The digits move to the high bytes (the zero bytes below them are leading zeros).
+    (eight_digits(a << (8 * (8 - n))), n)
 }
 
 /// All the digits at `b[i..]`, accumulated into `mantissa` while it can hold them: returns
@@ -199,8 +194,6 @@ fn digits(b: &[u8], mut i: usize, mantissa: &mut u64, count: &mut usize) -> (usi
     (i, i - start)
 }
 
-const POW10_INT: [u64; 9] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000];
-
 /// Up to 16 ASCII digits at `b[i..]`, when 16 bytes follow `i`: their value and how many
 /// there are (16 when there may be more). No branch depends on the count, which varies from
 /// number to number in a way no predictor learns: [`digit_run`] on 16 bytes at once.
@@ -216,12 +209,13 @@ fn digit_run16(b: &[u8], i: usize) -> Option<(u64, usize)> {
     if n == 0 {
         return Some((0, 0));
     }
-    // The digits to the high bytes, leading zeros below; then each half as in `digit_run`.
+    // The digits to the high bytes, leading zeros below; then each half.
     let v = a << (8 * (16 - n));
     Some((eight_digits(v as u64) * 100_000_000 + eight_digits((v >> 64) as u64), n))
 }
 
-/// The value of 8 digit bytes (0-9 each), the text's first digit in the lowest byte.
+/// The value of 8 digit bytes (0-9 each), the text's first digit in the lowest byte: pairs,
+/// quads and octets combined by one multiplication each.
 #[inline]
 fn eight_digits(v: u64) -> u64 {
     let v = (v & 0x0F0F_0F0F_0F0F_0F0F).wrapping_mul(2561) >> 8;
@@ -271,7 +265,7 @@ fn number_short(b: &[u8], start: usize) -> Option<Option<(f64, usize)>> {
         if frac_digits == 16 || count > 19 {
             return None;
         }
-        mantissa = mantissa * POW10_INT16[frac_digits] + frac;
+        mantissa = mantissa * POW10_INT[frac_digits] + frac;
         exp10 = -(frac_digits as i64);
         i += 1 + frac_digits;
     }
@@ -298,7 +292,8 @@ fn number_short(b: &[u8], start: usize) -> Option<Option<(f64, usize)>> {
     Some(Some((with_sign(x, negative), i)))
 }
 
-const POW10_INT16: [u64; 16] = [
+/// Powers of ten below 10^16, as integers.
+const POW10_INT: [u64; 16] = [
     1,
     10,
     100,
@@ -394,12 +389,18 @@ fn with_sign(x: f64, negative: bool) -> f64 {
 mod tests {
     use super::*;
 
+    /// `s` followed by more of a line: 16 bytes after each of its digit runs, so that
+    /// [`number_short`] can take it.
+    fn in_line(s: &str) -> String {
+        format!("{s},0.1234567890123456789")
+    }
+
     /// `s` parsed alone (too short for [`number_short`]) and inside a longer line (where
     /// it is used when it can be): both must agree.
     fn parse(s: &str) -> f64 {
         let (x, end) = number(s.as_bytes(), 0).unwrap();
         assert_eq!(end, s.len(), "{s}");
-        let line = format!("{s},0.1234567890123456789");
+        let line = in_line(s);
         let (y, end) = number(line.as_bytes(), 0).unwrap();
         assert_eq!(end, s.len(), "{line}");
         assert_eq!(x.to_bits(), y.to_bits(), "{s}: alone {x}, in a line {y}");
@@ -409,12 +410,11 @@ mod tests {
     /// Which numbers the short path takes (the others must give the same through the other).
     #[test]
     fn the_short_path_takes_the_usual_numbers() {
-        let line = |s: &str| format!("{s},0.1234567890123456789");
         for s in ["0.0518311", "-0.00944522", "4.05275e-05", "-1.5E+3", "0", "-7", "0.000123456789012"] {
-            assert!(matches!(number_short(line(s).as_bytes(), 0), Some(Some(_))), "{s}");
+            assert!(matches!(number_short(in_line(s).as_bytes(), 0), Some(Some(_))), "{s}");
         }
         for s in ["1234567890123456", "0.1234567890123456", "1e400", "123456789.12345678901", "1e1234"] {
-            assert!(number_short(line(s).as_bytes(), 0).is_none(), "{s}");
+            assert!(number_short(in_line(s).as_bytes(), 0).is_none(), "{s}");
         }
     }
 
@@ -451,7 +451,7 @@ mod tests {
     fn not_a_number_is_none() {
         for s in ["\"1\"", "null", "[1]", "true", "-", ".5", "01", "1.", "1e", "1e+", "-.5", "00.5"] {
             assert!(number(s.as_bytes(), 0).is_none(), "{s}");
-            let line = format!("{s},0.1234567890123456789");
+            let line = in_line(s);
             assert!(number(line.as_bytes(), 0).is_none(), "{line}");
         }
     }
