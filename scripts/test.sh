@@ -80,6 +80,24 @@ echo "== build"
 cargo build --release --locked
 target/release/slm prepare-model >/dev/null
 
+# The gate verifier (models/verifier/README.md): the shipped files match their checksums, the
+# corpus' split files are what data/gate/raw/ gives, and the training script still runs (one
+# step on 16 rows, exported to a temporary folder; CI never trains the shipped model). The
+# training environment (torch, a few GB) is installed under target/trainenv when missing.
+echo "== gate verifier: checksums, corpus split, training smoke run"
+(cd models/verifier && sha256sum --check --quiet SHA256SUMS) || { echo "models/verifier: checksum mismatch" >&2; exit 1; }
+python3 scripts/gate-corpus.py --check
+trainpy="$(bash scripts/train-env.sh)"
+smoke_log="$(mktemp)"
+if "$trainpy" scripts/train-verifier.py --smoke >"$smoke_log" 2>&1; then
+  tail -n 1 "$smoke_log"
+else
+  tail -n 30 "$smoke_log" >&2
+  echo "the training script's smoke run failed" >&2
+  exit 1
+fi
+rm -f "$smoke_log"
+
 echo "== clippy"
 cargo clippy --release --all-targets --locked -- -D warnings
 
@@ -98,7 +116,7 @@ if [ -z "${SLM_BENCH_SKIP:-${SLM_SKIP_BENCH:-}}" ]; then
   echo "== benchmarks (short run)"
   # grep hides criterion's chatter; a failing bench still fails the run (PIPESTATUS).
   SLM_BENCH_HNSW_N="${SLM_BENCH_HNSW_N:-20000}" \
-    cargo bench --locked --bench recall --bench gate --bench mcp --bench dashboard --bench import -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
+    cargo bench --locked --bench recall --bench gate --bench mcp --bench dashboard --bench import --bench verifier -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
     | grep -E '^[a-z_0-9.]+/|time:|thrpt:|^hnsw:|^process:|^embed:|^gate:|^mcp:|skipped' || true
   [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "benchmarks failed" >&2; exit 1; }
   echo "== scale benchmark (short: 20k generated memories; by hand: scripts/bench-scale.sh 100000 1000000)"

@@ -162,8 +162,16 @@ fn default_nli_min() -> f64 {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub enum VerifySpec {
-    /// `guard`: the built-in deterministic check of identifiers and polarity (the default).
+    /// `model`: slm's own trained cross-encoder (shipped in `models/verifier/`).
+    Model,
+    /// `guard`: the built-in deterministic check of identifiers and polarity.
     Guard,
+    /// `guard:identifier`: only the guard's identifier rule (numbers, versions and names of
+    /// the query must be in the memory).
+    GuardIdentifier,
+    /// `guard:entities`: the query's numbers must be in the memory (any form), and a month or
+    /// environment it names must not be contradicted by another one.
+    GuardEntities,
     /// `none`: plain cosine, no verification.
     None,
     /// `nli:DIR`: a user-supplied ONNX natural-language-inference cross-encoder.
@@ -173,12 +181,15 @@ pub enum VerifySpec {
 }
 
 impl VerifySpec {
-    /// Parses `guard`, `none`, `nli:DIR` or `cmd:COMMAND`; anything else is invalid input
-    /// naming `gate_verify`.
+    /// Parses `model`, `guard`, `guard:identifier`, `guard:entities`, `none`, `nli:DIR` or `cmd:COMMAND`;
+    /// anything else is invalid input naming `gate_verify`.
     pub fn parse(s: &str) -> Result<VerifySpec> {
-        let rule = "must be guard, none, nli:DIR or cmd:COMMAND";
+        let rule = "must be model, guard, guard:identifier, guard:entities, none, nli:DIR or cmd:COMMAND";
         match s.split_once(':') {
+            None if s == "model" => Ok(VerifySpec::Model),
             None if s == "guard" => Ok(VerifySpec::Guard),
+            Some(("guard", "identifier")) => Ok(VerifySpec::GuardIdentifier),
+            Some(("guard", "entities")) => Ok(VerifySpec::GuardEntities),
             None if s == "none" => Ok(VerifySpec::None),
             Some(("nli", dir)) if !dir.trim().is_empty() => Ok(VerifySpec::Nli(dir.into())),
             Some(("nli", _)) => Err(Error::invalid("gate_verify", s, "nli: needs a model directory (nli:DIR)")),
@@ -204,7 +215,10 @@ impl TryFrom<String> for VerifySpec {
 impl From<VerifySpec> for String {
     fn from(v: VerifySpec) -> String {
         match v {
+            VerifySpec::Model => "model".into(),
             VerifySpec::Guard => "guard".into(),
+            VerifySpec::GuardIdentifier => "guard:identifier".into(),
+            VerifySpec::GuardEntities => "guard:entities".into(),
             VerifySpec::None => "none".into(),
             VerifySpec::Nli(dir) => format!("nli:{}", dir.display()),
             VerifySpec::Cmd(cmd) => format!("cmd:{cmd}"),
@@ -272,9 +286,12 @@ mod tests {
     fn verifier_specs_parse_and_name_their_field() {
         assert_eq!(VerifySpec::parse("guard").unwrap(), VerifySpec::Guard);
         assert_eq!(VerifySpec::parse("none").unwrap(), VerifySpec::None);
+        assert_eq!(VerifySpec::parse("model").unwrap(), VerifySpec::Model);
+        assert_eq!(VerifySpec::parse("guard:identifier").unwrap().name(), "guard:identifier");
+        assert_eq!(VerifySpec::parse("guard:entities").unwrap().name(), "guard:entities");
         assert_eq!(VerifySpec::parse("nli:/m/x").unwrap(), VerifySpec::Nli("/m/x".into()));
         assert_eq!(VerifySpec::parse("cmd:gh pr view 42 | grep -q APPROVED").unwrap().name(), "cmd:gh pr view 42 | grep -q APPROVED");
-        for bad in ["", "Guard", "nli:", "cmd:", "cmd:  ", "regex:x", "guard:1"] {
+        for bad in ["", "Guard", "nli:", "cmd:", "cmd:  ", "regex:x", "guard:1", "Model", "model:x"] {
             assert_eq!(VerifySpec::parse(bad).unwrap_err().field(), Some("gate_verify"), "{bad:?}");
         }
         let json = serde_json::to_string(&vec![VerifySpec::Guard, VerifySpec::Cmd("true".into())]).unwrap();

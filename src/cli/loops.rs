@@ -127,7 +127,7 @@ pub struct RunArgs {
     /// Only memories carrying every one of these tags are eligible.
     #[arg(long = "gate-tag", value_name = "TAG")]
     gate_tags: Vec<String>,
-    /// A verifier every candidate must pass: guard (default), none, nli:DIR, cmd:COMMAND; repeatable.
+    /// A verifier every candidate must pass: model, guard, guard:identifier, guard:entities, none, nli:DIR, cmd:COMMAND; repeatable. Default: guard:entities then model.
     #[arg(long = "gate-verify", value_name = "SPEC")]
     gate_verify: Vec<String>,
     /// Entailment probability an nli: verifier needs, in [0, 1].
@@ -159,6 +159,98 @@ pub enum GateCommand {
     /// Would the gate pass on this memory? Scores it like a lap and shows every verifier's
     /// verdict. Exit 0: it would pass; 3: it would not.
     Check(GateCheckArgs),
+    /// Measure the gate on a TSV of labelled pairs (header: query, memory, label or
+    /// should_pass, optional category): right / false passes / false blocks per threshold
+    /// and category. Reads no data root.
+    Eval(GateEvalArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GateEvalArgs {
+    /// The TSV file (`-` = stdin).
+    file: std::path::PathBuf,
+    /// A gate threshold, in [-1, 1]; repeatable. Default: 0.3, 0.4 and 0.5.
+    #[arg(long, allow_hyphen_values = true)]
+    gate_min_score: Vec<f64>,
+    /// A verifier; repeatable (all must accept). Default: the default chain.
+    #[arg(long = "gate-verify", value_name = "SPEC")]
+    gate_verify: Vec<String>,
+    /// Entailment probability an nli: verifier needs, in [0, 1].
+    #[arg(long, default_value_t = slm::record::DEFAULT_NLI_MIN, allow_hyphen_values = true)]
+    gate_nli_min: f64,
+    /// List the pairs decided wrongly at the first threshold.
+    #[arg(long)]
+    errors: bool,
+}
+
+/// `slm gate eval`: reads and checks the file and flags (exit 2 naming the line and field),
+/// then prints the table. Exit 0 whatever the figures.
+pub fn gate_eval(a: GateEvalArgs, json_out: bool) -> slm::Result<i32> {
+    use slm::loops::eval;
+    let thresholds = if a.gate_min_score.is_empty() { vec![0.3, 0.4, 0.5] } else { a.gate_min_score };
+    for &t in &thresholds {
+        slm::memory::validate_score("gate_min_score", t)?;
+    }
+    let verify = if a.gate_verify.is_empty() { loops::params::default_verify() } else { a.gate_verify };
+    let specs = loops::params::check_verify(&verify, a.gate_nli_min)?;
+    if specs.iter().any(|s| matches!(s, slm::record::VerifySpec::Cmd(_))) {
+        return Err(slm::Error::invalid("gate_verify", verify.join(","), "gate eval runs no shell commands (cmd:)"));
+    }
+    let text = if a.file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(&a.file)
+    }
+    .map_err(|e| slm::Error::invalid("file", a.file.display(), format!("cannot be read as UTF-8 text: {e}")))?;
+    let pairs = eval::parse_tsv(&text)?;
+    let embedder = slm::embed::OnnxEmbedder::locate();
+    let r = eval::gate_eval(&embedder, &pairs, &thresholds, &specs, a.gate_nli_min)?;
+    if json_out {
+        println!("{}", json!(r));
+        return Ok(0);
+    }
+    println!("{} pairs, verifiers: {}", r.pairs, if r.verifiers.is_empty() { "none".into() } else { r.verifiers.join(", ") });
+    for t in &r.thresholds {
+        let c = &t.all;
+        println!(
+            "\ngate_min_score {:.2}: right {}/{} ({:.1} %), false passes {}/{} near misses, false blocks {}/{} true signals ({} below the threshold)",
+            t.gate_min_score,
+            c.right,
+            c.pairs,
+            100.0 * c.right as f64 / c.pairs.max(1) as f64,
+            c.false_passes,
+            c.near_misses,
+            c.false_blocks,
+            c.true_signals,
+            c.below_threshold
+        );
+        println!("  {:<18} {:>9} {:>12} {:>12}", "category", "right", "false pass", "false block");
+        for (name, c) in &t.per_category {
+            println!(
+                "  {:<18} {:>9} {:>12} {:>12}",
+                name,
+                format!("{}/{}", c.right, c.pairs),
+                format!("{}/{}", c.false_passes, c.near_misses),
+                format!("{}/{}", c.false_blocks, c.true_signals)
+            );
+        }
+    }
+    if a.errors {
+        println!("\nwrong at gate_min_score {:.2}:", thresholds[0]);
+        for e in &r.errors {
+            println!(
+                "  line {} [{}] should {}: score {:.3}, {}\n    query: {}\n    memory: {}",
+                e.line,
+                e.category,
+                if e.should_pass { "pass" } else { "block" },
+                e.score,
+                e.refused_by.as_deref().unwrap_or("every verifier accepted"),
+                e.query,
+                e.memory
+            );
+        }
+    }
+    Ok(0)
 }
 
 #[derive(clap::Args, Debug)]
@@ -175,7 +267,7 @@ pub struct GateCheckArgs {
     /// The gate threshold, in [-1, 1].
     #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
     gate_min_score: f64,
-    /// A verifier (guard, none, nli:DIR, cmd:COMMAND); repeatable. Default: guard.
+    /// A verifier (model, guard, guard:identifier, guard:entities, none, nli:DIR, cmd:COMMAND); repeatable. Default: guard:entities then model.
     #[arg(long = "gate-verify", value_name = "SPEC")]
     gate_verify: Vec<String>,
     /// Entailment probability an nli: verifier needs, in [0, 1].

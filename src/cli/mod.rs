@@ -461,6 +461,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             let root = DataRoot::resolve(g.data_dir.clone())?.with_store(g.store.as_deref())?;
             slm::mcp::serve_stdio(&root, profile, Arc::new(OnnxEmbedder::locate()))?;
         }
+        Command::Gate(loops::GateCommand::Eval(args)) => return loops::gate_eval(args, g.json),
         Command::Gate(loops::GateCommand::Check(args)) => {
             let req = args.request();
             // Bad input is refused before the data root is opened (or created).

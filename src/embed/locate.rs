@@ -79,7 +79,7 @@ impl ModelFiles {
 
 /// Walks up from the executable (then from the working directory) to the first folder that
 /// holds `models/<MODEL_SUBDIR>/model.onnx`, and returns that `models/` folder.
-fn find_models_root() -> Option<PathBuf> {
+pub(crate) fn find_models_root() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok());
     let cwd = std::env::current_dir().ok();
     exe.iter()

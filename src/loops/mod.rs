@@ -15,6 +15,7 @@
 //! what comes back.
 
 pub mod command;
+pub mod eval;
 pub mod explain;
 pub mod gate;
 pub mod ledger;

@@ -52,7 +52,7 @@ pub struct LoopParams {
     /// Only memories carrying every one of these tags are eligible (agree on them with the writer).
     #[serde(default)]
     pub gate_tags: Vec<String>,
-    /// Verifiers every candidate must pass: "guard" (default: identifiers and polarity of the query must hold in the memory), "none" (plain cosine), "nli:DIR" (a user-supplied ONNX NLI model). "cmd:..." is CLI-only.
+    /// Verifiers every candidate must pass: "model" (slm's own trained cross-encoder: does the memory say the query's event has happened?), "guard" (deterministic: identifiers and polarity of the query must hold in the memory), "guard:identifier" (only the guard's identifier rule), "guard:entities" (every number of the query is in the memory in any form, and no other month or environment replaces the one it names), "none" (plain cosine), "nli:DIR" (a user-supplied ONNX NLI model). "cmd:..." is CLI-only. Default: ["guard:entities", "model"].
     #[serde(default = "default_verify")]
     pub gate_verify: Vec<String>,
     /// Entailment probability an nli: verifier needs, in [0, 1]. Default 0.5.
@@ -60,9 +60,9 @@ pub struct LoopParams {
     pub gate_nli_min: f64,
 }
 
-/// The default verifier chain: `guard`.
+/// The default verifier chain, the best measured on the dev split (models/verifier/README.md).
 pub fn default_verify() -> Vec<String> {
-    vec!["guard".to_string()]
+    vec!["guard:entities".to_string(), "model".to_string()]
 }
 
 fn d_nli_min() -> f64 {
@@ -111,7 +111,7 @@ pub fn check_gate_query(field: &'static str, query: &str) -> Result<()> {
 /// holds the files a model needs, a threshold in [0, 1].
 pub fn check_verify(specs: &[String], nli_min: f64) -> Result<Vec<VerifySpec>> {
     if specs.is_empty() {
-        return Err(Error::invalid("gate_verify", "[]", "must name at least one verifier (guard, none, nli:DIR, cmd:COMMAND)"));
+        return Err(Error::invalid("gate_verify", "[]", "must name at least one verifier (model, guard, guard:identifier, guard:entities, none, nli:DIR, cmd:COMMAND)"));
     }
     if !nli_min.is_finite() || !(0.0..=1.0).contains(&nli_min) {
         return Err(Error::invalid("gate_nli_min", nli_min, "must be a number in [0, 1]"));

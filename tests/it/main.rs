@@ -13,6 +13,7 @@ mod deps;
 mod derived_files;
 mod errors;
 mod feed;
+mod gate_model;
 mod gate_verify;
 mod hard_edges_loops;
 mod hard_edges_store;

@@ -176,7 +176,7 @@ async fn a_loop_waits_while_the_same_connection_remembers_and_reports_progress()
     let r = r.structured_content.unwrap();
     assert_eq!(r["status"], "converged");
     assert_eq!(r["match"]["id"], m["id"]);
-    assert_eq!(r["match"]["verified_by"], json!(["guard"]), "the default chain verified it");
+    assert_eq!(r["match"]["verified_by"], json!(["guard:entities", "model"]), "the default chain verified it");
     let laps = r["laps"].as_i64().unwrap();
     // The server sends every lap's notification before the result, but the client hands
     // notifications to its handler on tasks of their own: a late one may land after the

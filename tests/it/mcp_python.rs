@@ -58,8 +58,8 @@ fn python_sdk_cancellation_stops_the_loop() {
 fn python_sdk_gate_verifies_candidates_and_refuses_cmd_verifiers() {
     let v = scenario("gate");
     assert!(v["facts"]["rejected"].as_u64().unwrap() >= 1, "{v}");
-    assert!(v["facts"]["rule"].as_str().unwrap().starts_with("polarity:"), "{v}");
-    assert_eq!(v["facts"]["verified_by"], serde_json::json!(["guard"]));
+    assert_eq!(v["facts"]["rule"], "model", "{v}");
+    assert_eq!(v["facts"]["verified_by"], serde_json::json!(["guard:entities", "model"]));
 }
 
 #[test]

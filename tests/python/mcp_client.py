@@ -188,7 +188,7 @@ async def scenario_gate():
         base = {"name": "pr-42", "gate_query": "PR #42 approved", "gate_min_score": 0.5,
                 "max_wallclock_s": 2, "poll_interval_s": 0.5}
 
-        # Default chain (guard): the contradiction scores above 0.5 but never passes.
+        # Default chain (guard:entities, model): the contradiction scores above 0.5 but never passes.
         res = await s.call_tool("slm_loop_run", base)
         assert not res.is_error, res
         r = structured(res)
@@ -197,19 +197,19 @@ async def scenario_gate():
         assert r["termination"]["rejected_candidates"] >= 1, r
         shown = structured(await s.call_tool("slm_loop_show", {"run_id": r["run_id"]}))
         rej = shown["laps"][0]["rejected"]
-        assert rej[0]["id"] == bad["id"] and rej[0]["verifier"] == "guard", rej
-        assert rej[0]["rule"].startswith("polarity:"), rej
+        assert rej[0]["id"] == bad["id"] and rej[0]["verifier"] == "model", rej
+        assert rej[0]["rule"] == "model", rej
 
         # Plain cosine, asked for explicitly: converges on the contradiction.
         plain = structured(await s.call_tool("slm_loop_run", {**base, "gate_verify": ["none"]}))
         assert plain["status"] == "converged" and plain["match"]["id"] == bad["id"], plain
         assert plain["match"]["verified_by"] == [], plain
 
-        # The approval converges under the default chain, verified by the guard.
+        # The approval converges under the default chain, verified by the model.
         good = structured(await s.call_tool("remember", {"content": "review complete: PR #42 is approved"}))
         ok = structured(await s.call_tool("slm_loop_run", base))
         assert ok["status"] == "converged" and ok["match"]["id"] == good["id"], ok
-        assert ok["match"]["verified_by"] == ["guard"], ok
+        assert ok["match"]["verified_by"] == ["guard:entities", "model"], ok
 
         # Invalid input: isError naming the field, and no run recorded.
         before = structured(await s.call_tool("slm_loop_history", {"name": "refused"}))

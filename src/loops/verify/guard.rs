@@ -620,6 +620,15 @@ impl Guard {
 
     /// Accepts `memory`, or says which rule rejects it and quotes the words that did.
     pub fn check(&self, memory: &str) -> Result<(), Rejection> {
+        self.check_rules(memory, false)
+    }
+
+    /// Only the identifier rule (`guard:identifier`).
+    pub fn check_identifiers(&self, memory: &str) -> Result<(), Rejection> {
+        self.check_rules(memory, true)
+    }
+
+    fn check_rules(&self, memory: &str, identifiers_only: bool) -> Result<(), Rejection> {
         let t = tokenize(memory);
         let clauses = clause_ids(&t);
         let nclauses = clauses.last().map_or(1, |c| c + 1);
@@ -641,6 +650,9 @@ impl Guard {
                     reason,
                 });
             }
+        }
+        if identifiers_only {
+            return Ok(());
         }
         let scan = Scan::new(&t);
         let mut stated = false;

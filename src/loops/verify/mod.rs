@@ -5,7 +5,10 @@
 //! first, to the run's [`Chain`] of verifiers and passes on the first candidate every
 //! verifier accepts. Each rejection carries the verifier, a rule name and a reason that the
 //! lap detail quotes. Verifiers:
-//! - [`guard`] (the default): deterministic rules over the text, no model;
+//! - [`model`] (slm's own trained cross-encoder, in the default chain);
+//! - [`guard`]: deterministic rules over the text, no model; `guard:identifier` runs only its
+//!   identifier rule, and [`entities`] (`guard:entities`, in the default chain) only compares
+//!   the query's numbers, months and environments;
 //! - `nli:DIR` ([`nli`]): a user-supplied ONNX entailment model;
 //! - `cmd:COMMAND` ([`cmd`]): a shell command that gets the candidate and exits 0 to accept
 //!   (CLI only: the MCP surface refuses it);
@@ -16,7 +19,9 @@
 
 pub mod cmd;
 pub mod guard;
+pub mod model;
 pub mod nli;
+pub mod entities;
 
 use std::time::Instant;
 
@@ -103,7 +108,10 @@ impl Chain {
         for spec in specs {
             match spec {
                 VerifySpec::None => {}
-                VerifySpec::Guard => verifiers.push(Box::new(GuardVerifier(guard::Guard::new(query)))),
+                VerifySpec::Model => verifiers.push(Box::new(model::ModelVerifier::new(query))),
+                VerifySpec::Guard => verifiers.push(Box::new(GuardVerifier(guard::Guard::new(query), false))),
+                VerifySpec::GuardIdentifier => verifiers.push(Box::new(GuardVerifier(guard::Guard::new(query), true))),
+                VerifySpec::GuardEntities => verifiers.push(Box::new(EntitiesVerifier(entities::Entities::new(query)))),
                 VerifySpec::Nli(dir) => verifiers.push(Box::new(nli::NliVerifier::load(dir, query, nli_min)?)),
                 VerifySpec::Cmd(command) => verifiers.push(Box::new(cmd::CmdVerifier::new(command, query))),
             }
@@ -164,19 +172,36 @@ fn rejected(c: &Candidate, verifier: &str, r: Refusal) -> Rejected {
     Rejected { id: c.id, score: c.score, verifier: verifier.to_string(), rule: r.rule, reason: r.reason }
 }
 
-/// The built-in guard as a verifier: the query is compiled once per run.
-struct GuardVerifier(guard::Guard);
+/// The built-in guard as a verifier: the query is compiled once per run. `true`: only its
+/// identifier rule (`guard:identifier`).
+struct GuardVerifier(guard::Guard, bool);
 
 impl Verifier for GuardVerifier {
     fn name(&self) -> String {
-        "guard".into()
+        if self.1 { "guard:identifier" } else { "guard" }.into()
     }
 
     fn check(&mut self, batch: &[&Candidate], _deadline: Instant) -> Result<Vec<Option<Refusal>>> {
         Ok(batch
             .iter()
-            .map(|c| self.0.check(&c.content).err().map(|r| Refusal { rule: r.rule.to_string(), reason: r.reason }))
+            .map(|c| {
+                let verdict = if self.1 { self.0.check_identifiers(&c.content) } else { self.0.check(&c.content) };
+                verdict.err().map(|r| Refusal { rule: r.rule.to_string(), reason: r.reason })
+            })
             .collect())
+    }
+}
+
+/// `guard:entities` as a verifier.
+struct EntitiesVerifier(entities::Entities);
+
+impl Verifier for EntitiesVerifier {
+    fn name(&self) -> String {
+        "guard:entities".into()
+    }
+
+    fn check(&mut self, batch: &[&Candidate], _deadline: Instant) -> Result<Vec<Option<Refusal>>> {
+        Ok(batch.iter().map(|c| self.0.check(&c.content).err()).collect())
     }
 }
 

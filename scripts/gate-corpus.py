@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Builds the gate verifier's corpus: data/gate/raw/*.tsv -> data/gate/{train,dev,test}.tsv.
+
+The raw files are written by people (see data/gate/WRITING.md), one file a writer or an
+adversarial round. This script checks every row (seven fields, a 0/1 label, a category that
+belongs to the label), drops exact duplicates, and splits **by topic**: every row of a topic
+goes to one split, and topics that share a query (after lower-casing and squeezing spaces) are
+one topic, so no awaited event is seen in two splits. The split is a function of the topic's
+name (sha256), so adding a new raw file never moves an old topic from one split to another.
+
+Standard library only: it runs in CI without the training environment.
+
+Usage: scripts/gate-corpus.py [--check]   (--check: exit 1 if the split files are stale)
+"""
+
+import argparse
+import collections
+import hashlib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RAW = ROOT / "data" / "gate" / "raw"
+OUT = ROOT / "data" / "gate"
+COLUMNS = ["query", "memory", "label", "category", "domain", "style", "topic"]
+TRUE = {"plain", "paraphrase", "structured", "noise", "double_negative"}
+FALSE = {
+    "negation", "failure", "pending", "wrong_entity", "partial", "question",
+    "hypothetical", "refusal", "other_step", "unrelated",
+}
+# Percent of topics per split, by the first byte pair of sha256(topic).
+TEST_PCT, DEV_PCT = 10, 10
+
+
+def norm(text):
+    return " ".join(text.lower().split())
+
+
+def read_raw():
+    rows, errors = [], []
+    for path in sorted(RAW.glob("*.tsv")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if not lines or lines[0].split("\t") != COLUMNS:
+            errors.append(f"{path.name}:1: header must be {' '.join(COLUMNS)}")
+            continue
+        for n, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            f = line.split("\t")
+            where = f"{path.name}:{n}"
+            if len(f) != len(COLUMNS):
+                errors.append(f"{where}: {len(f)} fields, want {len(COLUMNS)}")
+                continue
+            row = dict(zip(COLUMNS, (x.strip() for x in f)))
+            if not row["query"] or not row["memory"] or not row["topic"]:
+                errors.append(f"{where}: empty query, memory or topic")
+                continue
+            if row["label"] not in ("0", "1"):
+                errors.append(f"{where}: label {row['label']!r} must be 0 or 1")
+                continue
+            allowed = TRUE if row["label"] == "1" else FALSE
+            if row["category"] not in allowed:
+                errors.append(f"{where}: category {row['category']!r} is not one of label {row['label']}'s")
+                continue
+            # Topics are per file: two writers' "deploys-3" are different events.
+            row["topic"] = f"{path.stem}/{row['topic']}"
+            rows.append(row)
+    return rows, errors
+
+
+def split_of(group_name):
+    h = int(hashlib.sha256(group_name.encode()).hexdigest()[:4], 16) % 100
+    if h < TEST_PCT:
+        return "test"
+    if h < TEST_PCT + DEV_PCT:
+        return "dev"
+    return "train"
+
+
+def groups(rows):
+    """Topic -> group name: topics joined by a shared normalised query (union-find)."""
+    parent = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    first_topic = {}
+    for r in rows:
+        q = norm(r["query"])
+        t = r["topic"]
+        find(t)
+        if q in first_topic:
+            a, b = find(first_topic[q]), find(t)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+        else:
+            first_topic[q] = t
+    return {t: find(t) for t in parent}
+
+
+def render(rows):
+    out = ["\t".join(COLUMNS)]
+    out += ["\t".join(r[c] for c in COLUMNS) for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="fail if the split files are not what the raw files give")
+    args = ap.parse_args()
+    rows, errors = read_raw()
+    for e in errors:
+        print(f"gate-corpus: {e}", file=sys.stderr)
+    if errors:
+        sys.exit(2)
+    seen, unique, conflicts = {}, [], 0
+    for r in rows:
+        key = (norm(r["query"]), norm(r["memory"]))
+        if key in seen:
+            if seen[key] != r["label"]:
+                conflicts += 1
+                print(f"gate-corpus: conflicting labels for {r['query']!r} / {r['memory']!r}", file=sys.stderr)
+            continue
+        seen[key] = r["label"]
+        unique.append(r)
+    if conflicts:
+        sys.exit(2)
+    group = groups(unique)
+    splits = collections.defaultdict(list)
+    for r in unique:
+        splits[split_of(group[r["topic"]])].append(r)
+    stale = []
+    for name in ("train", "dev", "test"):
+        text = render(splits[name])
+        path = OUT / f"{name}.tsv"
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text, encoding="utf-8")
+        pos = sum(r["label"] == "1" for r in splits[name])
+        topics = len({r["topic"] for r in splits[name]})
+        print(f"{name}: {len(splits[name])} pairs ({pos} true), {topics} topics")
+    domains = {r["domain"] for r in unique}
+    print(f"total: {len(unique)} pairs, {len(domains)} domains, {len(rows) - len(unique)} duplicates dropped")
+    if stale:
+        print(f"gate-corpus: stale split files: {', '.join(stale)} (run scripts/gate-corpus.py)", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

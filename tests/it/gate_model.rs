@@ -1,0 +1,176 @@
+//! slm's own gate verifier (`model`, issue #25) through the real binary: the shipped model's
+//! checksums, its accuracy on the corpus' test split and on the dev set (`slm gate eval`, the
+//! default chain), its lazy loading, and the errors of a damaged or missing model file.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::common::{expect_exit, slm_bin, Root};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn verifier_dir() -> PathBuf {
+    repo().join("models/verifier")
+}
+
+/// The last stdout line as JSON (a loop run prints its laps first).
+fn last_json(out: &std::process::Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// `slm gate eval FILE --json` with the given extra flags.
+fn eval(file: &Path, extra: &[&str]) -> Value {
+    let out = std::process::Command::new(slm_bin()).arg("gate").arg("eval").arg(file).args(extra).arg("--json").output().unwrap();
+    expect_exit(&out, 0, "gate eval");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// (right among the passable pairs, pairs passable, false passes, near misses) at one
+/// threshold: true signals below the threshold are not passable by any verifier.
+fn passable(t: &Value) -> (u64, u64, u64, u64) {
+    let a = &t["all"];
+    let n = |k: &str| a[k].as_u64().unwrap();
+    (n("right"), n("pairs") - n("below_threshold"), n("false_passes"), n("near_misses"))
+}
+
+#[test]
+fn the_shipped_verifier_matches_its_checksums() {
+    let dir = verifier_dir();
+    let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
+    let mut names = Vec::new();
+    for line in sums.lines() {
+        let (sum, name) = line.split_once("  ").unwrap();
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        use sha2::Digest;
+        let got: String = sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(got, sum, "{name}");
+        names.push(name.to_string());
+    }
+    assert_eq!(names, ["model.onnx", "tokenizer.json", "config.json"]);
+    let size = std::fs::metadata(dir.join("model.onnx")).unwrap().len();
+    assert!(size <= 30 * 1024 * 1024, "model.onnx is {size} bytes, the repository allows 30 MB");
+}
+
+#[test]
+fn the_default_gate_meets_its_bar_on_the_test_split_and_the_dev_set() {
+    let r = eval(&repo().join("data/gate/test.tsv"), &["--gate-min-score", "0.3", "--gate-min-score", "0.5"]);
+    assert!(r["verifiers"].as_array().unwrap().iter().any(|v| v == "model"), "the default chain runs the model: {r}");
+    for t in r["thresholds"].as_array().unwrap() {
+        let (right, pairs, fp, near) = passable(t);
+        let s = t["gate_min_score"].as_f64().unwrap();
+        assert!(pairs >= 500, "the test split is too small to measure: {pairs}");
+        assert!(right as f64 >= 0.95 * pairs as f64, "at {s}: right {right}/{pairs} (< 95 %): {}", t["per_category"]);
+        assert!(fp as f64 <= 0.02 * near as f64, "at {s}: {fp}/{near} near misses pass (> 2 %): {}", t["per_category"]);
+    }
+    let r = eval(&repo().join("tests/data/gate-dev.tsv"), &["--gate-min-score", "0.3", "--gate-min-score", "0.5"]);
+    for t in r["thresholds"].as_array().unwrap() {
+        assert_eq!(t["all"]["right"], 25, "dev set at {}: {}", t["gate_min_score"], r["errors"]);
+    }
+}
+
+#[test]
+fn gate_check_names_the_model_and_its_probability() {
+    let root = Root::new();
+    let out = root.run(&["gate", "check", "--query", "deployed to production", "--memory", "image built and pushed to the registry", "--gate-verify", "model"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    expect_exit(&out, 3, "gate check on another step of the workflow");
+    assert!(text.contains("model: rejects: the verifier gives 0."), "{text}");
+    assert!(text.contains("that it says \"deployed to production\""), "{text}");
+    let out = root.run(&["gate", "check", "--query", "deployed to production", "--memory", "v2.3 is live on prod, all pods healthy", "--gate-verify", "model"]);
+    expect_exit(&out, 0, "gate check on a true signal");
+}
+
+#[test]
+fn gate_eval_refuses_a_malformed_file_naming_the_line_and_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cases = [
+        ("query\tmemory\tlabel\nq\tm\t1\nq\tm2\tmaybe\n", "invalid label", "line 3"),
+        ("query\tmemory\tlabel\nq\tm\t1\nq\tm2\n", "invalid line", "line 3"),
+        ("query\tmemory\nq\tm\n", "invalid label", "header"),
+    ];
+    for (text, field, line) in cases {
+        let f = tmp.path().join("pairs.tsv");
+        std::fs::write(&f, text).unwrap();
+        let out = std::process::Command::new(slm_bin()).args(["gate", "eval"]).arg(&f).output().unwrap();
+        let err = expect_exit(&out, 2, "gate eval on a malformed file");
+        assert!(err.contains(field) && err.contains(line), "{field}, {line}: {err}");
+    }
+    let out = std::process::Command::new(slm_bin()).args(["gate", "eval", "/nonexistent/pairs.tsv"]).output().unwrap();
+    assert!(expect_exit(&out, 2, "gate eval on a missing file").contains("invalid file"));
+}
+
+/// A copy of the shipped model with one file damaged (or removed).
+fn broken_copy(tmp: &Path, damage: &str) -> PathBuf {
+    let dir = tmp.join("verifier");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["model.onnx", "tokenizer.json", "config.json", "SHA256SUMS"] {
+        std::fs::copy(verifier_dir().join(name), dir.join(name)).unwrap();
+    }
+    match damage {
+        "missing" => std::fs::remove_file(dir.join("model.onnx")).unwrap(),
+        _ => {
+            let mut bytes = std::fs::read(dir.join("model.onnx")).unwrap();
+            let mid = bytes.len() / 2;
+            bytes[mid] ^= 0x5a;
+            std::fs::write(dir.join("model.onnx"), bytes).unwrap();
+        }
+    }
+    dir
+}
+
+#[test]
+fn a_damaged_or_missing_model_is_an_error_naming_the_file_and_no_loop_passes_unverified() {
+    for damage in ["damaged", "missing"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = broken_copy(tmp.path(), damage);
+        let root = Root::new();
+        let run = |extra: &[&str]| {
+            let mut a = vec!["loop", "run", "--name", "ship", "--gate-query", "deployed to production", "--gate-min-score", "0.5"];
+            a.extend_from_slice(extra);
+            a.push("--json");
+            root.cmd(&a).env("SLM_VERIFIER_DIR", &dir).output().unwrap()
+        };
+        // No candidate: the model is never loaded, so the broken file does not matter and the
+        // run ends on its bound.
+        root.remember("lunch is at noon today", &[]);
+        let out = run(&["--max-iterations", "2", "--poll-interval-s", "0.25"]);
+        expect_exit(&out, 3, "a run with no candidate loads no model");
+        // A candidate: the model must load, fails, and the run does not converge.
+        root.remember("v2.3 is deployed to production", &[]);
+        let out = run(&["--max-iterations", "2"]);
+        let err = expect_exit(&out, 1, &format!("a run whose candidate needs a {damage} model"));
+        assert!(err.contains("model.onnx") && err.contains(dir.to_str().unwrap()), "{damage}: {err}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("converged"), "{damage}: passed unverified");
+        let out = root
+            .cmd(&["gate", "check", "--query", "deployed to production", "--memory", "deployed to production"])
+            .env("SLM_VERIFIER_DIR", &dir)
+            .output()
+            .unwrap();
+        let err = expect_exit(&out, 1, "gate check with a broken model");
+        assert!(err.contains("model.onnx"), "{err}");
+    }
+}
+
+#[test]
+fn at_the_default_threshold_another_agents_unrelated_news_ends_no_loop() {
+    // At gate_min_score 0.0 every memory is a candidate, so the verifier is the only judge:
+    // the guard let an approval end a wait for a deploy (issue #25).
+    let root = Root::new();
+    root.remember("review complete: PR #42 is approved", &[]);
+    let args = ["loop", "run", "--name", "deploy", "--gate-query", "deploy finished", "--max-iterations", "2", "--poll-interval-s", "0.25", "--json"];
+    let out = root.run(&args);
+    expect_exit(&out, 3, "a wait for a deploy over an approval");
+    let r = last_json(&out);
+    assert_eq!(r["status"], "max_iterations", "{r}");
+    assert!(r["termination"]["rejected_candidates"].as_u64().unwrap() >= 1, "{r}");
+    let good = root.remember("the deploy of build 7 finished, all pods healthy", &[]);
+    let out = root.run(&args);
+    expect_exit(&out, 0, "the deploy signal ends the wait");
+    let r = last_json(&out);
+    assert_eq!(r["match"]["id"], good, "{r}");
+    assert!(r["match"]["verified_by"].as_array().unwrap().iter().any(|v| v == "model"), "{r}");
+}
