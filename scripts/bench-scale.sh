@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Whole-process figures for large stores (issue #12): import with precomputed embeddings,
 # the first search of a store without derived files (catch-up), then warm `slm recall`,
-# `slm loop run` lap 1 and an `slm mcp` restart's first recall, plus `slm index verify`
+# `slm loop run` lap 1 and an `slm mcp` restart's first recall, long-lived servers' recall
+# time and memory at steady state (one, and three on one data root), plus `slm index verify`
 # (the search against brute force). Medians of RUNS fresh processes, peak RSS from
 # /usr/bin/time.
 #
@@ -145,6 +146,57 @@ print(f"{sys.argv[4]:<10} {'mcp restart, saved graph':<34} first recall {first:.
 p.stdin.close(); p.wait()
 PYEOF
   fi
+  # Long-lived servers at steady state (issue #26): one, then three on the same data root,
+  # each recalling until its background graph work is over (a graph is used from
+  # SLM_HNSW_MIN memories, default 60,000; the first server builds and saves it, the
+  # others map it), then the median of 30 recalls of a repeated query (its vector comes
+  # from the query cache) and the memory the server reports of itself.
+  for K in 1 3; do
+    $PY - "$BIN" "$D" "${QUERIES[0]}" "$N" "$K" <<'PYEOF'
+import json, statistics, subprocess, sys, time
+binary, data, query, size, k = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+class Server:
+    def __init__(self):
+        self.p = subprocess.Popen([binary, "--data-dir", data, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.i = 0
+        self.call("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}})
+    def call(self, method, params):
+        self.i += 1
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.i, "method": method, "params": params}) + "\n"); self.p.stdin.flush()
+        while True:
+            m = json.loads(self.p.stdout.readline())
+            if m.get("id") == self.i:
+                if "result" not in m or m["result"].get("isError"):
+                    sys.exit(f"bench-scale: {method} over MCP failed: {m}")
+                return m["result"].get("structuredContent")
+    def tool(self, name, args):
+        return self.call("tools/call", {"name": name, "arguments": args})
+servers = [Server() for _ in range(k)]
+t0 = time.monotonic()
+while True:
+    states = []
+    for s in servers:
+        s.tool("recall", {"query": query})
+        states.append(s.tool("status", {})["index"])
+    if all(not st["hnsw_building"] and (st["mode"] == "hnsw" or st["hnsw_min_memories"] > int(size)) for st in states):
+        break
+    if time.monotonic() - t0 > 3600:
+        sys.exit(f"bench-scale: no steady state after an hour: {states}")
+    time.sleep(0.5)
+settle = time.monotonic() - t0
+walls, mems = [], []
+for s in servers:
+    for _ in range(30):
+        t = time.monotonic(); s.tool("recall", {"query": query}); walls.append(time.monotonic() - t)
+    mems.append(s.tool("status", {})["memory"])
+mb = lambda b: f"{(b or 0) / 2**20:.0f}"
+print(f"{size:<10} {'mcp x' + str(k) + ' steady recall (median)':<34} {statistics.median(walls) * 1000:.1f} ms, mode {states[0]['mode']}, settled in {settle:.0f} s")
+for j, m in enumerate(mems):
+    print(f"{size:<10} {'mcp x' + str(k) + ' server ' + str(j + 1) + ' memory':<34} RSS {mb(m['rss_bytes'])} MB: anon {mb(m['anon_bytes'])} MB, file {mb(m['file_bytes'])} MB (maps {mb(m['vectors_mapped_bytes'])} MB vectors, {mb(m['graph_mapped_bytes'])} MB graph)")
+for s in servers:
+    s.p.stdin.close(); s.p.wait()
+PYEOF
+  done
   out=$("$BIN" --data-dir "$D" --json index verify --queries "$VERIFY")
   printf '%-10s %-34s %s\n' "$N" "index verify vs brute force" "$out"
   echo "$out" | grep -q '"mismatches":0' || { echo "bench-scale: search differs from brute force" >&2; exit 1; }

@@ -158,6 +158,8 @@ pub struct Status {
     /// Why the model files cannot be found, when they cannot.
     pub model_error: Option<String>,
     pub index: IndexState,
+    /// This process's memory and what holds it.
+    pub memory: crate::memstat::ProcessMemory,
     /// True when the data root cannot be written: reads work, writes fail as `read_only`.
     pub read_only: bool,
     /// When the store was created (stores created before slm recorded it: null).
@@ -867,6 +869,7 @@ impl Engine {
             model: self.embedder.model_name().to_string(),
             model_loaded: self.embedder.is_loaded(),
             index: self.index.state(),
+            memory: self.index.memory(),
             read_only: store.read_only(),
             created_at,
             integrity: store.integrity().unwrap_or("not checked").to_string(),
@@ -923,11 +926,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let exact = engine(tmp.path());
         let items: Vec<(String, Vec<String>)> =
-            (0..400).map(|i| (format!("note {i} about topic {} and {}", i % 23, i % 7), vec![])).collect();
+            (0..2500).map(|i| (format!("note {i} about topic {} and {}", i % 23, i % 7), vec![])).collect();
         let refs: Vec<(&str, &[String])> = items.iter().map(|(c, t)| (c.as_str(), t.as_slice())).collect();
         exact.remember_batch(&refs).unwrap();
 
-        let fast = engine(tmp.path()).with_background_index(300);
+        // Enough rows for derived files (crate::mirror::MIRROR_MIN): the graph's links are
+        // positions in them.
+        let fast = engine(tmp.path()).with_background_index(2000);
         assert_eq!(fast.status().unwrap().index.mode, "exact");
         let _ = top_ids(&fast, "topic 5", 5); // triggers the build
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -935,7 +940,7 @@ mod tests {
             assert!(std::time::Instant::now() < deadline, "HNSW build did not finish");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert_eq!(fast.status().unwrap().index.hnsw_vectors, 400);
+        assert_eq!(fast.status().unwrap().index.hnsw_vectors, 2500);
         // The top hit of an exact scan is found through the graph, with the same exact score.
         for q in ["note 17 about topic 17 and 3", "topic 9 and 2", "note 250"] {
             let a = top_ids(&exact, q, 1);
@@ -945,7 +950,7 @@ mod tests {
         // A memory written after the build is found on the next recall (exact tail scan).
         let new = exact.remember("a completely new sentence about zebras", &[]).unwrap();
         assert_eq!(top_ids(&fast, "completely new sentence about zebras", 1), vec![new.id]);
-        assert_eq!(fast.status().unwrap().index.hnsw_vectors, 400);
+        assert_eq!(fast.status().unwrap().index.hnsw_vectors, 2500);
         // A memory forgotten elsewhere disappears from graph results.
         exact.forget(&[new.id]).unwrap();
         assert!(!top_ids(&fast, "completely new sentence about zebras", 5).contains(&new.id));

@@ -33,6 +33,7 @@ pub mod loops;
 pub mod mcp;
 pub mod serve;
 pub mod memory;
+pub mod memstat;
 pub mod mirror;
 pub mod nli;
 pub mod record;

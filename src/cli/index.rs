@@ -62,7 +62,14 @@ fn print(f: &IndexFiles, json: bool) {
     println!("behind     {} (caught up by the next search)", f.behind);
     println!("bytes      {}", f.bytes);
     match &f.graph {
-        Some(g) => println!("graph      {} vectors up to id {}, {} bytes (HNSW, saved)", g.vectors, g.upto, g.bytes),
+        Some(g) => {
+            println!("graph      {} vectors up to id {}, {} bytes (HNSW, saved)", g.vectors, g.upto, g.bytes);
+            match &g.links {
+                Some(l) => println!("links      {} nodes up to id {}, {} bytes (mapped by every server)", l.nodes, l.upto, l.bytes),
+                None if g.part => println!("links      none yet (the build is part-done)"),
+                None => println!("links      none yet (the next server writes them from the saved graph)"),
+            }
+        }
         None => println!("graph      none saved (long-lived processes build one from 60,000 memories)"),
     }
 }

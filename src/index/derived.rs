@@ -136,6 +136,12 @@ impl Segment {
         self.head.rows == 0
     }
 
+    /// Bytes this segment keeps mapped (ids, kinds, `f32` vectors; the int8 copy is mapped
+    /// a window at a time by scans).
+    pub fn mapped_bytes(&self) -> usize {
+        [&self.ids, &self.kinds, &self.vectors].iter().map(|m| m.as_ref().map_or(0, |m| m.len())).sum()
+    }
+
     /// The ids, ascending.
     pub fn ids(&self) -> &[i64] {
         // The map is page-aligned and holds `rows` whole little-endian i64 (checked at load).

@@ -2,8 +2,12 @@
 //! long-lived process reloads it instead of spending minutes rebuilding it.
 //!
 //! Files, in `index/g<N>/`: `graph.hnsw.graph` and `graph.hnsw.data` (hnsw_rs's dump: the
-//! links and the vectors), and `graph.meta` (JSON: the store id, the generation, the largest
-//! row id the graph covers, its vector count, and the SHA-256 and size of both dump files).
+//! links and the vectors, read only by a process that extends the graph), `graph.links` (the
+//! same neighbour lists over the generation's row positions, which every process maps and
+//! searches: [`super::links`]), and `graph.meta` (JSON: the store id, the generation, the
+//! largest row id the graph covers, its vector count, and the SHA-256 and size of the files).
+//! One process at a time builds or extends a generation's graph: it holds `graph.build`
+//! (flock), and the others search exactly, or through the links already saved, meanwhile.
 //! A save dumps under temporary names, then, under the derived files' lock, renames the dump
 //! into place and writes the meta last (also by rename). A load takes the lock only to check
 //! the meta and hard-link the files to private names (so a concurrent save cannot swap them
@@ -19,11 +23,15 @@ use hnsw_rs::hnswio::HnswIo;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::derived::Segment;
 use super::hnsw::{HnswIndex, SimdCosine};
+use super::links::Links;
 
 const BASENAME: &str = "graph";
 const META: &str = "graph.meta";
 const PARTS: [&str; 2] = ["hnsw.graph", "hnsw.data"];
+const LINKS: &str = "graph.links";
+const BUILD_LOCK: &str = "graph.build";
 
 /// What `graph.meta` records.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -45,6 +53,21 @@ pub struct GraphMeta {
     /// it before searching through it (see `super::searcher`). Absent in older files: false.
     #[serde(default)]
     pub part: bool,
+    /// The mapped neighbour lists (absent in older files and in part-built saves).
+    #[serde(default)]
+    pub links: Option<LinksMeta>,
+}
+
+/// What `graph.meta` records of `graph.links`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
+pub struct LinksMeta {
+    /// Row positions covered (the generation's rows when it was written).
+    pub nodes: usize,
+    /// Every memory with an id up to this one is a node (rows the saving process held only
+    /// in memory, past the files, are not: they are scanned exactly).
+    pub upto: i64,
+    pub sha256: String,
+    pub bytes: u64,
 }
 
 /// Where a generation's graph is saved, and what it must match.
@@ -67,13 +90,53 @@ impl GraphHome {
         self.dir.parent().unwrap_or(&self.dir)
     }
 
+    /// Takes the right to build or extend this generation's graph, if no other process
+    /// holds it (released when the file is dropped).
+    pub fn build_lock(&self) -> Option<std::fs::File> {
+        let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(self.dir.join(BUILD_LOCK)).ok()?;
+        f.try_lock().ok().map(|_| f)
+    }
+
+    /// Maps the saved neighbour lists, if the meta records them for this generation and
+    /// store and the file matches its checksum. `Ok(None)`: none saved (or only a part).
+    pub fn open_links(&self) -> Result<Option<(Links, GraphMeta)>, String> {
+        let Some(meta) = self.meta() else { return Ok(None) };
+        let Some(lm) = meta.links.clone().filter(|_| !meta.part) else { return Ok(None) };
+        let path = self.dir.join(LINKS);
+        // Opened before the digest is taken: a save that renames a new file into place
+        // meanwhile cannot make the mapping differ from what was checked.
+        let file = std::fs::File::open(&path).map_err(|e| format!("cannot open {LINKS}: {e}"))?;
+        let (digest, _) = digest_file(file.try_clone().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+        if digest != lm.sha256 {
+            return Err(format!("{LINKS} does not match its recorded checksum"));
+        }
+        let links = Links::open_file(&file)?;
+        if links.nodes() != lm.nodes {
+            return Err(format!("{LINKS} holds {} nodes, its meta says {}", links.nodes(), lm.nodes));
+        }
+        Ok(Some((links, meta)))
+    }
+
     /// Saves `index`, which covers the rows up to `upto` (`part`: a build still under way).
-    /// Errors are strings for the log.
-    pub fn save(&self, index: &HnswIndex, upto: i64, part: bool) -> Result<GraphMeta, String> {
+    /// With `base` (the generation's mapped rows), a finished graph's neighbour lists are
+    /// written over its positions too. Errors are strings for the log.
+    pub fn save(&self, index: &HnswIndex, upto: i64, part: bool, base: Option<&Segment>) -> Result<GraphMeta, String> {
         if !self.dir.join("head").is_file() {
             return Err("the generation was replaced; its graph is not saved".into());
         }
         let tmp = format!("{BASENAME}-tmp-{}", std::process::id());
+        let links_tmp = self.dir.join(format!("{tmp}.links"));
+        let links = match base.filter(|_| !part) {
+            Some(b) => {
+                let ids = b.ids();
+                let lupto = upto.min(b.head.upto);
+                let position = |id: i64| if id <= lupto { ids.binary_search(&id).ok() } else { None };
+                super::links::write(index, ids.len(), position, &links_tmp)?;
+                let (sha256, bytes) = digest(&links_tmp).map_err(|e| format!("cannot read {LINKS}: {e}"))?;
+                Some(LinksMeta { nodes: ids.len(), upto: lupto, sha256, bytes })
+            }
+            None => None,
+        };
         let dumped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| index.dump(&self.dir, &tmp)))
             .map_err(|_| "the HNSW dump panicked".to_string())??;
         let from = |part: &str| self.dir.join(format!("{dumped}.{part}"));
@@ -92,10 +155,14 @@ impl GraphHome {
             sha256,
             bytes,
             part,
+            links,
         };
         let _lock = super::derived::lock(self.index_dir()).map_err(|e| e.to_string())?;
         remove_orphans(&self.dir);
-        let cleanup = || PARTS.iter().for_each(|p| drop(std::fs::remove_file(from(p))));
+        let cleanup = || {
+            PARTS.iter().for_each(|p| drop(std::fs::remove_file(from(p))));
+            let _ = std::fs::remove_file(&links_tmp);
+        };
         if !self.dir.join("head").is_file() {
             cleanup(); // the generation was replaced meanwhile: its folder is going away
             return Err("the generation was replaced while the graph was saved".into());
@@ -108,6 +175,9 @@ impl GraphHome {
         let _ = std::fs::remove_file(self.dir.join(META));
         for part in PARTS {
             std::fs::rename(from(part), self.dir.join(format!("{BASENAME}.{part}"))).map_err(|e| e.to_string())?;
+        }
+        if meta.links.is_some() {
+            std::fs::rename(&links_tmp, self.dir.join(LINKS)).map_err(|e| e.to_string())?;
         }
         let meta_tmp = self.dir.join(format!("{META}.{}", std::process::id()));
         let json = serde_json::to_vec(&meta).map_err(|e| e.to_string())?;
@@ -190,7 +260,10 @@ static LOADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::n
 
 /// The SHA-256 (hex) and size of a file.
 fn digest(path: &Path) -> std::io::Result<(String, u64)> {
-    let mut f = std::fs::File::open(path)?;
+    digest_file(std::fs::File::open(path)?)
+}
+
+fn digest_file(mut f: std::fs::File) -> std::io::Result<(String, u64)> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut n = 0u64;

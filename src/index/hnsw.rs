@@ -67,6 +67,21 @@ impl HnswIndex {
         self.graph.file_dump(dir, basename).map_err(|e| e.to_string())
     }
 
+    /// Every point's row id and its neighbours' row ids, layer 0 first (a point of level L
+    /// has L + 1 lists), for [`super::links::write`].
+    pub fn neighbour_lists(&self) -> Vec<(i64, Vec<Vec<i64>>)> {
+        let points = self.graph.get_point_indexation();
+        let top = points.get_max_level_observed() as usize;
+        let mut out = Vec::with_capacity(self.len());
+        for layer in 0..=top {
+            for p in points.get_layer_iterator(layer) {
+                let lists = p.get_neighborhood_id().into_iter().take(layer + 1);
+                out.push((p.get_origin_id() as i64, lists.map(|ns| ns.iter().map(|n| n.d_id as i64).collect()).collect()));
+            }
+        }
+        out
+    }
+
     /// Number of vectors in the graph.
     pub fn len(&self) -> usize {
         self.graph.get_nb_point()

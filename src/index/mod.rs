@@ -20,6 +20,7 @@ pub mod derived;
 pub mod exact;
 pub mod graph_file;
 pub mod hnsw;
+pub mod links;
 pub mod quant;
 mod searcher;
 

@@ -11,6 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::RwLock;
 use serde::Serialize;
@@ -19,6 +20,7 @@ use super::exact::{self, Sweep};
 use super::graph_file::GraphHome;
 use super::hnsw::HnswIndex;
 use super::derived::Segment;
+use super::links::Links;
 use super::{Filter, Scored, VectorSet};
 use crate::embed::DIM;
 use crate::memory::Kind;
@@ -27,7 +29,7 @@ use crate::Result;
 /// Below this many memories recall always scans exactly; at and above it a long-lived process
 /// builds an HNSW graph in the background. Measured here (benches/recall.rs): the parallel
 /// exact scan costs ≈ 0.03 ms per 1k vectors, a graph search with rescoring ≈ 1.7 ms at 100k,
-/// so they cross near 57k (README, "How recall is computed").
+/// so they cross near 57k (docs/internals.md, "How recall is computed").
 pub const HNSW_MIN: usize = 60_000;
 
 /// HNSW search list size; with M = 16 this gave recall@10 ≥ 0.99 at 100k in `benches/`.
@@ -56,13 +58,24 @@ fn save_every() -> std::time::Duration {
 }
 
 struct Graph {
-    index: Arc<HnswIndex>,
-    /// Largest row id present when the graph was built or last extended; newer rows are
-    /// scanned exactly.
+    /// The generation's neighbour lists, mapped (shared with every process on the data root).
+    links: Arc<Links>,
+    /// The generation whose row positions the links use.
+    generation: u64,
+    /// Every memory up to this id is a node; newer rows are scanned exactly.
     built_upto: i64,
-    /// Reloaded from the generation folder (and perhaps completed here, when an earlier
-    /// process saved it part-built) rather than built from nothing by this process.
+    /// Vectors in the graph the links were written from.
+    vectors: usize,
+    /// Mapped from a saved file, or extended or completed from a saved dump, rather than
+    /// built from nothing by this process.
     loaded: bool,
+}
+
+impl Graph {
+    fn of(links: Links, meta: &super::graph_file::GraphMeta, loaded: bool) -> Option<Graph> {
+        let lm = meta.links.as_ref()?;
+        Some(Graph { links: Arc::new(links), generation: meta.generation, built_upto: lm.upto, vectors: meta.vectors, loaded })
+    }
 }
 
 /// What `status` reports about search in this process.
@@ -78,17 +91,24 @@ pub struct IndexState {
     pub hnsw_loaded: bool,
     /// The largest row id the graph in use covers (0: no graph).
     pub hnsw_upto: i64,
+    /// Bytes of the graph's neighbour lists this process maps (shared through the page
+    /// cache with every process on the data root; 0: no graph).
+    pub hnsw_mapped_bytes: usize,
 }
 
 /// The vectors of one data root and the structures that search them.
 pub struct Searcher {
-    set: RwLock<VectorSet>,
+    /// Shared with the background graph thread, which reads the rows only once it holds the
+    /// build lock (a server waiting for another process's build copies nothing).
+    set: Arc<RwLock<VectorSet>>,
     graph: Arc<RwLock<Option<Arc<Graph>>>>,
     building: Arc<AtomicBool>,
     /// Memories needed before a background graph build starts; `None` = never.
     graph_min: Option<usize>,
     /// Where the graph of the mapped base's generation is saved (none without a base).
     graph_home: RwLock<Option<GraphHome>>,
+    /// No background graph work starts before this (another process holds the build).
+    next_try: Arc<parking_lot::Mutex<Option<Instant>>>,
 }
 
 impl Default for Searcher {
@@ -101,11 +121,12 @@ impl Searcher {
     /// An empty searcher that always scans exactly.
     pub fn new() -> Self {
         Searcher {
-            set: RwLock::new(VectorSet::new()),
+            set: Arc::new(RwLock::new(VectorSet::new())),
             graph: Arc::new(RwLock::new(None)),
             building: Arc::new(AtomicBool::new(false)),
             graph_min: None,
             graph_home: RwLock::new(None),
+            next_try: Arc::new(parking_lot::Mutex::new(None)),
         }
     }
 
@@ -235,92 +256,166 @@ impl Searcher {
         IndexState {
             mode: if graph.is_some() { "hnsw" } else { "exact" },
             hnsw_min_memories: self.graph_min.unwrap_or(HNSW_MIN),
-            hnsw_vectors: graph.as_ref().map_or(0, |g| g.index.len()),
+            hnsw_vectors: graph.as_ref().map_or(0, |g| g.vectors),
             hnsw_building: self.building.load(Ordering::Acquire),
             hnsw_loaded: graph.as_ref().is_some_and(|g| g.loaded),
             hnsw_upto: graph.as_ref().map_or(0, |g| g.built_upto),
+            hnsw_mapped_bytes: graph.as_ref().map_or(0, |g| g.links.bytes()),
         }
     }
 
-    /// The graph to use, if this process keeps one. Starts the background work when due:
-    /// the first time the set is large enough, reload the generation's saved graph or build
-    /// one; once the exactly-scanned tail has grown, insert it into the graph. Either way
-    /// the result is saved for the next process.
+    /// This process's memory, with what the search structures map and hold.
+    pub fn memory(&self) -> crate::memstat::ProcessMemory {
+        let (rss_bytes, anon_bytes, file_bytes) = crate::memstat::resident();
+        let set = self.set.read();
+        let graph = self.graph.read().clone();
+        crate::memstat::ProcessMemory {
+            rss_bytes,
+            anon_bytes,
+            file_bytes,
+            vectors_mapped_bytes: set.base().map_or(0, |b| b.mapped_bytes()) as u64,
+            graph_mapped_bytes: graph.map_or(0, |g| g.links.bytes()) as u64,
+            tail_rows: set.len() - set.base_len(),
+            graph_private: self.building.load(Ordering::Acquire),
+        }
+    }
+
+    /// The graph to use, if the data root has one. Starts the background work when due:
+    /// the first time the set is large enough, map the generation's saved links or (one
+    /// process at a time) build them; once the files hold many rows newer than the graph,
+    /// map newer links or extend the graph. The result is saved for every process.
     fn graph_for(&self, set: &VectorSet) -> Option<Arc<Graph>> {
         let min = self.graph_min?;
-        let graph = self.graph.read().clone();
+        let base = set.base()?;
+        // Links of another generation are no use: row positions differ between generations.
+        let graph = self.graph.read().clone().filter(|g| g.generation == base.generation);
         let due = match &graph {
-            Some(g) => set.len() - set.first_after(g.built_upto) >= REBUILD_TAIL.max(g.index.len() / 10),
+            Some(g) => {
+                let newer = set.base_len().saturating_sub(set.first_after(g.built_upto));
+                newer >= REBUILD_TAIL.max(g.links.nodes() / 10)
+            }
             None => set.len() >= min && set.count(&Filter::memories()) >= min,
         };
-        if due && !self.building.swap(true, Ordering::AcqRel) {
-            self.spawn(set, graph.clone());
+        let waiting = self.next_try.lock().is_some_and(|t| Instant::now() < t);
+        if due && !waiting && !self.building.swap(true, Ordering::AcqRel) {
+            self.spawn(graph.clone());
         }
         graph
     }
 
-    /// Starts the background thread that reloads, builds or extends the graph.
-    fn spawn(&self, set: &VectorSet, graph: Option<Arc<Graph>>) {
-        let after = graph.as_ref().map_or(0, |g| g.built_upto);
-        let f = Filter { after_id: after, ..Filter::memories() };
-        let rows = GraphRows::of(set, &f);
-        let upto = set.last_id();
+    /// Starts the background thread that maps, builds or extends the graph.
+    fn spawn(&self, graph: Option<Arc<Graph>>) {
+        let set = Arc::clone(&self.set);
         let home = self.graph_home.read().clone();
         let slot = Arc::clone(&self.graph);
         let building = Arc::clone(&self.building);
+        let next_try = Arc::clone(&self.next_try);
         let spawned = std::thread::Builder::new().name("slm-hnsw-build".into()).spawn(move || {
             Priority::Background.apply();
-            let items = rows.items();
-            let publish = |g: Graph| *slot.write() = Some(Arc::new(g));
-            let grown = match graph {
-                Some(g) => {
-                    // Into the live graph, which searches read meanwhile under its node
-                    // locks: at normal priority, so a niced thread never holds one long.
-                    in_own_pool(Priority::Foreground, || g.index.insert(&items));
-                    tracing::info!(added = items.len(), vectors = g.index.len(), "HNSW graph extended");
-                    Graph { index: Arc::clone(&g.index), built_upto: upto, loaded: g.loaded }
-                }
-                None => {
-                    let (index, from, resumed) = match home.as_ref().map(GraphHome::load) {
-                        Some(Ok(Some((index, meta)))) => {
-                            if !meta.part {
-                                tracing::info!(vectors = index.len(), upto = meta.upto, "HNSW graph loaded from {}", home.as_ref().map_or(String::new(), |h| h.dir.display().to_string()));
-                                // Rows after its coverage are scanned exactly until the tail
-                                // is large enough to be inserted into the graph in use.
-                                publish(Graph { index: Arc::new(index), built_upto: meta.upto, loaded: true });
-                                building.store(false, Ordering::Release);
-                                return;
-                            }
-                            // A build an earlier process saved before it exited: go on
-                            // from it, and search exactly until it is complete.
-                            let from = items.partition_point(|(id, _)| *id <= meta.upto);
-                            tracing::info!(vectors = index.len(), upto = meta.upto, rest = items.len() - from, "resuming the saved HNSW graph's build");
-                            (index, from, true)
-                        }
-                        other => {
-                            if let Some(Err(e)) = other {
-                                tracing::warn!("the saved HNSW graph is unusable, rebuilding it: {e}");
-                            }
-                            (HnswIndex::with_capacity(items.len()), 0, false)
-                        }
-                    };
-                    let save = |index: &HnswIndex, upto: i64| save_logged(home.as_ref(), index, upto, true);
-                    let rest = &items[from..];
-                    let chunk = (rest.len() / 8).clamp(500, BUILD_CHUNK);
-                    in_own_pool(Priority::Background, || grow(&index, rest, chunk, save_every(), save));
-                    tracing::info!(vectors = index.len(), "HNSW graph built");
-                    Graph { index: Arc::new(index), built_upto: upto, loaded: resumed }
-                }
-            };
-            let index = Arc::clone(&grown.index);
-            publish(grown);
-            save_logged(home.as_ref(), &index, upto, false);
+            let have = graph.as_ref().map_or(i64::MIN, |g| g.built_upto);
+            match home.as_ref().map(|h| graph_work(h, &set, have)) {
+                Some(Work::Ready(g)) => *slot.write() = Some(Arc::new(g)),
+                Some(Work::Busy) => *next_try.lock() = Some(Instant::now() + BUSY_RETRY),
+                Some(Work::Failed) => *next_try.lock() = Some(Instant::now() + FAILED_RETRY),
+                None => {}
+            }
             building.store(false, Ordering::Release);
         });
         if let Err(e) = spawned {
             tracing::warn!("cannot start the HNSW build thread: {e}");
             self.building.store(false, Ordering::Release);
         }
+    }
+}
+
+/// How long a process waits before looking again while another one builds the graph.
+const BUSY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+/// ... and after its own attempt failed (a full disk, say).
+const FAILED_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
+
+enum Work {
+    Ready(Graph),
+    /// Another process holds the build.
+    Busy,
+    Failed,
+}
+
+/// The background work of [`Searcher::spawn`]: links newer than `have` saved by anyone are
+/// mapped; otherwise, holding the generation's build lock, the saved dump (finished or
+/// part-built) is loaded and completed with the set's memories, or a graph is built from
+/// nothing, and saved with its links. hnsw_rs's structures (about 5 KB a memory) live only while that
+/// runs, and only in the one process that holds the lock.
+fn graph_work(home: &GraphHome, set: &RwLock<VectorSet>, have: i64) -> Work {
+    let newer = |home: &GraphHome| match home.open_links() {
+        Ok(Some((links, meta))) if meta.links.as_ref().is_some_and(|l| l.upto > have && l.nodes <= set.read().base_len()) => {
+            tracing::info!(vectors = meta.vectors, upto = meta.upto, "HNSW graph mapped from {}", home.dir.display());
+            Graph::of(links, &meta, true)
+        }
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!("the saved HNSW graph's links are unusable: {e}");
+            None
+        }
+    };
+    if let Some(g) = newer(home) {
+        return Work::Ready(g);
+    }
+    let Some(_lock) = home.build_lock() else { return Work::Busy };
+    // Another process may have saved while this one waited for the lock.
+    if let Some(g) = newer(home) {
+        return Work::Ready(g);
+    }
+    let (rows, upto) = {
+        let set = set.read();
+        (GraphRows::of(&set, &Filter::memories()), set.last_id())
+    };
+    let items = rows.items();
+    let (index, from, resumed) = match home.load() {
+        Ok(Some((index, meta))) => {
+            let from = items.partition_point(|(id, _)| *id <= meta.upto);
+            tracing::info!(vectors = index.len(), upto = meta.upto, rest = items.len() - from, part = meta.part, "extending the saved HNSW graph");
+            (index, from, true)
+        }
+        other => {
+            if let Err(e) = other {
+                tracing::warn!("the saved HNSW graph is unusable, rebuilding it: {e}");
+            }
+            (HnswIndex::with_capacity(items.len()), 0, false)
+        }
+    };
+    let rest = &items[from..];
+    let chunk = (rest.len() / 8).clamp(500, BUILD_CHUNK);
+    let save = |index: &HnswIndex, upto: i64| save_logged(Some(home), index, upto, true, None);
+    in_own_pool(Priority::Background, || grow(&index, rest, chunk, save_every(), save));
+    tracing::info!(vectors = index.len(), "HNSW graph built");
+    let saved = home.save(&index, upto, false, rows.base.as_deref());
+    drop(index);
+    release_freed_memory();
+    let meta = match saved {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!("cannot save the HNSW graph: {e}");
+            return Work::Failed;
+        }
+    };
+    tracing::info!(vectors = meta.vectors, bytes = meta.bytes, upto, "HNSW graph saved");
+    match home.open_links() {
+        Ok(Some((links, meta))) => Graph::of(links, &meta, resumed).map_or(Work::Failed, Work::Ready),
+        Ok(None) => Work::Failed,
+        Err(e) => {
+            tracing::warn!("cannot map the HNSW graph just saved: {e}");
+            Work::Failed
+        }
+    }
+}
+
+/// Hands the heap that hnsw_rs's structures held back to the system (glibc keeps freed
+/// memory in its arenas otherwise, and the process would stay as large as at its build).
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -333,19 +428,25 @@ impl Searcher {
             let set = self.set.read();
             (GraphRows::of(&set, &Filter::memories()), set.last_id())
         };
+        rows.base.as_ref()?;
+        let _lock = home.build_lock();
         let items = rows.items();
-        let index = Arc::new(in_own_pool(Priority::Foreground, || HnswIndex::build(&items)));
-        let saved = home.save(&index, upto, false);
-        *self.graph.write() = Some(Arc::new(Graph { index, built_upto: upto, loaded: false }));
+        let index = in_own_pool(Priority::Foreground, || HnswIndex::build(&items));
+        let saved = home.save(&index, upto, false, rows.base.as_deref());
+        drop(index);
+        release_freed_memory();
+        if let Ok(Some((links, meta))) = home.open_links() {
+            *self.graph.write() = Graph::of(links, &meta, false).map(Arc::new);
+        }
         Some(saved)
     }
 }
 
 /// Saves `index` in `home`, if the set has one (`part`: a build still under way), and logs
 /// how that went: a failed save only means the next process builds again.
-fn save_logged(home: Option<&GraphHome>, index: &HnswIndex, upto: i64, part: bool) {
+fn save_logged(home: Option<&GraphHome>, index: &HnswIndex, upto: i64, part: bool, base: Option<&Segment>) {
     let Some(h) = home else { return };
-    match h.save(index, upto, part) {
+    match h.save(index, upto, part, base) {
         Ok(m) => tracing::info!(vectors = m.vectors, bytes = m.bytes, upto, part, "HNSW graph saved"),
         Err(e) => tracing::warn!("cannot save the HNSW graph: {e}"),
     }
@@ -459,12 +560,10 @@ fn in_own_pool<R: Send>(priority: Priority, f: impl FnOnce() -> R + Send) -> R {
 fn rescore(set: &VectorSet, g: &Graph, q: &[f32], want: usize, filter: &Filter<'_>) -> Vec<Scored> {
     let k = want * 2 + 10;
     let tail = set.first_after(g.built_upto)..set.len();
-    let tail_start = tail.start;
-    // The graph may already hold rows of the tail (an extension in progress): the tail
-    // scores those, once.
-    let from_graph =
-        g.index.candidates(q, k, HNSW_EF.max(k)).into_iter().filter_map(|id| set.position(id)).filter(move |p| *p < tail_start);
-    let hits = from_graph.chain(tail).filter_map(|p| exact::score_at(set, p, q, filter)).collect();
+    let nodes = tail.start.min(set.base_len());
+    let dist = |p: usize| 1.0 - crate::spaces::cosine(q, set.vector(p));
+    let from_graph = g.links.search(dist, HNSW_EF.max(k), nodes);
+    let hits = from_graph.into_iter().chain(tail).filter_map(|p| exact::score_at(set, p, q, filter)).collect();
     exact::truncate_best(hits, want)
 }
 

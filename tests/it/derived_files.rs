@@ -249,16 +249,83 @@ fn the_hnsw_graph_is_saved_reloaded_and_rebuilt_when_damaged() {
     assert_eq!(second["hnsw_loaded"], true, "the next process reloads the saved graph: {second}");
     assert_eq!(second["hnsw_upto"], 3000);
 
-    // A truncated dump: the search stays exact and right (checked in mcp_graph), and the
-    // graph is built again and saved over the damaged one.
+    // Damaged links (truncated) with a whole dump: the search stays exact and right
+    // (checked in mcp_graph), and the links are written again from the dump, not rebuilt.
     let g = index(&root);
-    let data = root.dir().join("index").join(format!("g{}", g["generation"])).join("graph.hnsw.data");
-    let len = std::fs::metadata(&data).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(len / 3).unwrap();
+    let dir = root.dir().join("index").join(format!("g{}", g["generation"]));
+    let (links, data) = (dir.join("graph.links"), dir.join("graph.hnsw.data"));
+    let truncate = |p: &std::path::Path| {
+        let len = std::fs::metadata(p).unwrap().len();
+        std::fs::OpenOptions::new().write(true).open(p).unwrap().set_len(len / 3).unwrap();
+        len
+    };
+    let links_len = truncate(&links);
     let third = mcp_graph(&root, true);
-    assert_eq!(third["hnsw_loaded"], false, "a damaged graph is rebuilt, not loaded: {third}");
-    assert_ne!(std::fs::metadata(&data).unwrap().len(), len / 3, "saved again, whole");
-    assert_eq!(mcp_graph(&root, true)["hnsw_loaded"], true, "the rebuilt graph is reloaded");
+    assert_eq!(third["hnsw_loaded"], true, "the links come again from the saved dump: {third}");
+    assert_eq!(std::fs::metadata(&links).unwrap().len(), links_len, "written again, whole");
+
+    // Both damaged: the graph is built again from nothing and saved over them.
+    truncate(&links);
+    let data_len = truncate(&data);
+    let fourth = mcp_graph(&root, true);
+    assert_eq!(fourth["hnsw_loaded"], false, "a damaged graph is rebuilt, not loaded: {fourth}");
+    assert_eq!(std::fs::metadata(&data).unwrap().len(), data_len, "saved again, whole");
+    assert_eq!(mcp_graph(&root, true)["hnsw_loaded"], true, "the rebuilt graph is mapped");
+}
+
+/// The `status` tool's `memory` part once recalls have run until the graph (if wanted) is
+/// in use and saved; `graph_private` is sampled on every poll, and the largest anonymous
+/// figure seen is returned beside it.
+fn settled_memory(m: &mut RawMcp, want_graph: bool) -> (Value, u64, bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let (mut peak, mut private_seen) = (0u64, false);
+    loop {
+        // A search is what starts (or retries) the background work.
+        m.tool(1, "recall", serde_json::json!({"query": "generated note 77 from batch 21", "limit": 5}));
+        let s = m.tool(2, "status", serde_json::json!({}));
+        let mem = s["memory"].clone();
+        peak = peak.max(mem["anon_bytes"].as_u64().unwrap());
+        private_seen |= mem["graph_private"] == true;
+        let ready = !want_graph || (s["index"]["mode"] == "hnsw" && s["index"]["hnsw_building"] == false);
+        if ready {
+            // The same recall again, through the graph when there is one.
+            m.tool(3, "recall", serde_json::json!({"query": "generated note 77 from batch 21", "limit": 5}));
+            let mem = m.tool(4, "status", serde_json::json!({}))["memory"].clone();
+            return (mem, peak, private_seen);
+        }
+        assert!(std::time::Instant::now() < deadline, "no graph in use: {s}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Servers on one data root share one graph (issue #26): the first builds it and holds
+/// hnsw_rs's structures only while it does; a second server started meanwhile never builds
+/// a copy of its own (it scans exactly, then maps the links the first saved), and its
+/// private memory stays near that of a server that never uses a graph.
+#[test]
+fn servers_on_one_data_root_share_one_graph_instead_of_each_holding_a_copy() {
+    let root = Root::new();
+    import(&root, 0, 12000, 21);
+    let graph_env = [("SLM_HNSW_MIN", "1000")];
+    let (exact, _, _) = settled_memory(&mut RawMcp::start_env(&root, &[], &[("SLM_HNSW_MIN", "10000000")]), false);
+    let exact_anon = exact["anon_bytes"].as_u64().unwrap();
+    assert_eq!(exact["graph_mapped_bytes"], 0, "{exact}");
+    assert!(exact["vectors_mapped_bytes"].as_u64().unwrap() >= 12000 * 1536, "{exact}");
+
+    let mut first = RawMcp::start_env(&root, &[], &graph_env);
+    first.tool(1, "recall", serde_json::json!({"query": "generated note 5 from batch 21"}));
+    let mut second = RawMcp::start_env(&root, &[], &graph_env);
+    let (one, _, one_built) = settled_memory(&mut first, true);
+    let (two, two_peak, two_built) = settled_memory(&mut second, true);
+    assert!(one_built || one["graph_mapped_bytes"].as_u64().unwrap() > 0, "{one}");
+    assert!(!two_built, "the second server built a graph of its own: {two}");
+    assert!(two["graph_mapped_bytes"].as_u64().unwrap() >= 12000 * 32 * 4, "the second maps the links: {two}");
+    // hnsw_rs's own copy would be about 5 KB a memory (60 MB here); the mapped graph adds
+    // a visited set per search.
+    let bound = exact_anon + 20 * (1 << 20);
+    assert!(two_peak <= bound, "second server: {two_peak} private bytes at most, exact server {exact_anon}: {two}");
+    let third = settled_memory(&mut RawMcp::start_env(&root, &[], &graph_env), true).0;
+    assert!(third["anon_bytes"].as_u64().unwrap() <= bound, "third server: {third}, exact server {exact_anon}");
 }
 
 /// A server that exits while it builds its graph leaves the part it built saved (every
