@@ -8,6 +8,15 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
+# `stage NAME`: prints the previous stage's duration, then NAME.
+stage_name="" stage_t0=$SECONDS
+stage() {
+  [ -z "$stage_name" ] || echo "   ($stage_name: $((SECONDS - stage_t0)) s)"
+  stage_name=$1 stage_t0=$SECONDS
+  [ -z "$1" ] || echo "== $1"
+}
+
+stage "setup and test dependencies"
 bash scripts/setup.sh --no-build
 
 # The official MCP Python SDK, pinned, for the interoperability tests (tests/it/mcp_python.rs).
@@ -76,7 +85,7 @@ if [ ! -x tests/claude-code/node_modules/.bin/claude ]; then
   fi
 fi
 
-echo "== build"
+stage "build"
 cargo build --release --locked
 target/release/slm prepare-model >/dev/null
 
@@ -84,7 +93,7 @@ target/release/slm prepare-model >/dev/null
 # corpus' split files are what data/gate/raw/ gives, and the training script still runs (one
 # step on 16 rows, exported to a temporary folder; CI never trains the shipped model). The
 # training environment (torch, a few GB) is installed under target/trainenv when missing.
-echo "== gate verifier: checksums, corpus split, training smoke run"
+stage "gate verifier: checksums, corpus split, training smoke run"
 (cd models/verifier && sha256sum --check --quiet SHA256SUMS) || { echo "models/verifier: checksum mismatch" >&2; exit 1; }
 python3 scripts/gate-corpus.py --check
 trainpy="$(bash scripts/train-env.sh)"
@@ -98,7 +107,7 @@ else
 fi
 rm -f "$smoke_log"
 
-echo "== clippy"
+stage "clippy"
 cargo clippy --release --all-targets --locked -- -D warnings
 
 # cargo-deny (deny.toml): licenses, banned crates, sources. It is run only when already
@@ -113,18 +122,18 @@ else
 fi
 
 if [ -z "${SLM_BENCH_SKIP:-${SLM_SKIP_BENCH:-}}" ]; then
-  echo "== benchmarks (short run)"
+  stage "benchmarks (short run)"
   # grep hides criterion's chatter; a failing bench still fails the run (PIPESTATUS).
   SLM_BENCH_HNSW_N="${SLM_BENCH_HNSW_N:-20000}" \
     cargo bench --locked --bench recall --bench gate --bench mcp --bench dashboard --bench import --bench verifier -- --warm-up-time 0.5 --measurement-time 2 --sample-size 10 2>&1 \
     | grep -E '^[a-z_0-9.]+/|time:|thrpt:|^hnsw:|^process:|^embed:|^gate:|^mcp:|skipped' || true
   [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "benchmarks failed" >&2; exit 1; }
-  echo "== scale benchmark (short: 20k generated memories; by hand: scripts/bench-scale.sh 100000 1000000)"
+  stage "scale benchmark (short: 20k generated memories; by hand: scripts/bench-scale.sh 100000 1000000)"
   cargo build --release --locked --bin slm
   RUNS=5 VERIFY=100 bash scripts/bench-scale.sh 20000
 fi
 
-echo "== tests"
+stage "tests"
 log="$(mktemp)"
 set +e
 cargo test --release --locked --no-fail-fast 2>&1 | tee "$log"
@@ -132,7 +141,7 @@ status="${PIPESTATUS[0]}"
 # The shared behaviour tests again, each data root on a fresh database of a private PostgreSQL
 # server (tests/it/common.rs: Root::new). Tests of SQLite itself (a broken schema, the file's
 # path, its write lock during an import) stay SQLite-only.
-echo "== shared behaviour tests on PostgreSQL (SLM_TEST_STORE=postgres)"
+stage "shared behaviour tests on PostgreSQL (SLM_TEST_STORE=postgres)"
 SLM_TEST_STORE=postgres cargo test --release --locked --no-fail-fast --test it -- \
   memory_cli:: loops:: feed:: agent_loops:: concurrency:: import:: \
   mcp_inproc:: mcp_stdio:: mcp_python:: mcp_ts:: \
@@ -143,6 +152,7 @@ set -e
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')
 rm -f "$log"
+stage ""
 echo
 echo "tests: ${passed} passed, ${failed} failed"
 exit "$status"

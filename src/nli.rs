@@ -4,7 +4,7 @@
 //! ONNX export: `DIR/model.onnx`, `DIR/tokenizer.json` and `DIR/config.json` (whose `id2label`
 //! names the classes). [`NliModel::entailment`] reads a (premise, hypothesis) pair jointly,
 //! premise = the candidate memory and hypothesis = the query, and returns P(entailment). No
-//! model ships with slm and nothing is downloaded; the README names public models to export.
+//! model ships with slm and nothing is downloaded; docs/loops.md names public models to export.
 //!
 //! Relation to the embedder ([`crate::embed`]): both run on the same ONNX Runtime library, and
 //! ONNX Runtime allows one environment per process, so this module takes the embedder's

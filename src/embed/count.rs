@@ -370,7 +370,7 @@ mod tests {
         let (path, full) = model_tokenizer();
         let c = TokenCounter::from_file(path).unwrap();
         assert!(c.lean.is_some(), "all-MiniLM-L6-v2 is a BERT file: the lean counter must serve it");
-        let docs = [include_str!("../../README.md"), include_str!("../../ARCHITECTURE.md")];
+        let docs = [include_str!("../../README.md"), include_str!("../../ARCHITECTURE.md"), include_str!("../../docs/loops.md")];
         let long = "supercalifragilisticexpialidocious".repeat(5); // > 100 chars: one [UNK]
         let texts: Vec<String> = EDGES
             .iter()

@@ -10,6 +10,7 @@ mod common;
 mod concurrency;
 mod dashboard;
 mod deps;
+mod docs;
 mod derived_files;
 mod errors;
 mod feed;
