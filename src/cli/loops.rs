@@ -178,6 +178,11 @@ pub struct GateEvalArgs {
     /// Entailment probability an nli: verifier needs, in [0, 1].
     #[arg(long, default_value_t = slm::record::DEFAULT_NLI_MIN, allow_hyphen_values = true)]
     gate_nli_min: f64,
+    /// The probability the `model` verifier needs, in [0, 1], to measure another operating
+    /// point than the shipped one (config.json's `slm_min_probability`); loops always use
+    /// the shipped one.
+    #[arg(long, allow_hyphen_values = true)]
+    model_min: Option<f64>,
     /// List the pairs decided wrongly at the first threshold.
     #[arg(long)]
     errors: bool,
@@ -203,6 +208,12 @@ pub fn gate_eval(a: GateEvalArgs, json_out: bool) -> slm::Result<i32> {
     }
     .map_err(|e| slm::Error::invalid("file", a.file.display(), format!("cannot be read as UTF-8 text: {e}")))?;
     let pairs = eval::parse_tsv(&text)?;
+    if let Some(p) = a.model_min {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(slm::Error::invalid("model_min", p, "must be a probability in [0, 1]"));
+        }
+        slm::loops::verify::model::measure_at(p as f32);
+    }
     let embedder = slm::embed::OnnxEmbedder::locate();
     let r = eval::gate_eval(&embedder, &pairs, &thresholds, &specs, a.gate_nli_min)?;
     if json_out {

@@ -160,10 +160,20 @@ impl VerifierModel {
         out
     }
 
-    /// The probability a candidate needs to pass.
+    /// The probability a candidate needs to pass: the shipped `slm_min_probability`, unless
+    /// [`measure_at`] set another for this process.
     pub fn min(&self) -> f32 {
-        self.min
+        MIN_OVERRIDE.get().copied().unwrap_or(self.min)
     }
+}
+
+/// Another operating point, for `slm gate eval --model-min` only (measuring what a stricter
+/// or looser threshold would do); loops always use the shipped one. The first call wins.
+static MIN_OVERRIDE: OnceLock<f32> = OnceLock::new();
+
+/// Makes `p` the probability this process's model verifier needs (see [`MIN_OVERRIDE`]).
+pub fn measure_at(p: f32) {
+    let _ = MIN_OVERRIDE.set(p);
 }
 
 fn expected() -> impl Iterator<Item = (&'static str, &'static str)> {
