@@ -262,10 +262,9 @@ pub fn write(index: &HnswIndex, nodes: usize, position: impl Fn(i64) -> Option<u
     out.extend_from_slice(&(top as u32).to_le_bytes());
     out.extend_from_slice(&entry.to_le_bytes());
     out.extend_from_slice(&0i64.to_le_bytes());
-    for l in 1..=MAX_LAYERS {
-        let count = if l <= top { upper[l].len() } else { 0 };
-        out.extend_from_slice(&(count as u64).to_le_bytes());
-    }
+    // One count per upper layer the header has room for; layers above the top hold none.
+    let counts = (1..=MAX_LAYERS).map(|l| if l <= top { upper.get(l).map_or(0, Vec::len) } else { 0 });
+    counts.for_each(|count| out.extend_from_slice(&(count as u64).to_le_bytes()));
     debug_assert_eq!(out.len(), HEADER);
     layer0.iter().for_each(|n| out.extend_from_slice(&n.to_le_bytes()));
     for layer in upper.iter_mut().take(top + 1).skip(1) {
