@@ -4,10 +4,10 @@
 //! or thresholding it. Building one at 100k vectors takes minutes on 2 cores, so it is only
 //! ever built by a long-lived process in a background thread (see
 //! [`super::Searcher::with_graph_from`]); until it is ready, and in every one-shot CLI call,
-//! recall uses the exact scan. Rows that arrive after a build are scanned exactly until the
-//! tail grows large; then they are inserted into the graph in the background (an outlier
-//! inserted late can end up poorly linked, so a small tail stays exact). The graph is saved
-//! and reloaded by [`super::graph_file`].
+//! recall uses the exact scan. hnsw_rs only builds and extends: the result is saved by
+//! [`super::graph_file`], and searches go through its neighbour lists mapped from
+//! `graph.links` ([`super::links`]), not through this structure. [`HnswIndex::candidates`]
+//! (hnsw_rs's own search) remains for benches and tests.
 
 use hnsw_rs::anndists::dist::Distance;
 use hnsw_rs::api::AnnT;

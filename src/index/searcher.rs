@@ -4,10 +4,12 @@
 //! The engine feeds it rows ([`Searcher::catch_up`]) and tells it what was forgotten; it never
 //! reads the store itself. One-shot processes never build a graph (they would pay minutes
 //! and throw it away); a long-lived process opts in with [`Searcher::with_graph_from`] and,
-//! once the store is large enough, reloads the graph saved in the mapped base's generation
-//! folder ([`super::graph_file`]) or builds one, on a background thread, scanning exactly
-//! until it is ready. Rows newer than the graph are scanned exactly; once that tail grows,
-//! it is inserted into the graph in the background and the graph saved again.
+//! once the store is large enough, maps the graph's neighbour lists saved in the mapped
+//! base's generation folder ([`super::links`], [`super::graph_file`]) or, holding the
+//! generation's build lock, builds them with hnsw_rs on a background thread, scanning
+//! exactly until they are ready. Rows newer than the graph are scanned exactly; once the
+//! derived files hold many of them, the graph is extended (or another process's newer links
+//! mapped) in the background.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -385,7 +387,7 @@ fn graph_work(home: &GraphHome, set: &RwLock<VectorSet>, have: i64) -> Work {
     };
     let rest = &items[from..];
     let chunk = (rest.len() / 8).clamp(500, BUILD_CHUNK);
-    let save = |index: &HnswIndex, upto: i64| save_logged(Some(home), index, upto, true, None);
+    let save = |index: &HnswIndex, upto: i64| save_part(home, index, upto);
     in_own_pool(Priority::Background, || grow(&index, rest, chunk, save_every(), save));
     tracing::info!(vectors = index.len(), "HNSW graph built");
     let saved = home.save(&index, upto, false, rows.base.as_deref());
@@ -429,6 +431,8 @@ impl Searcher {
             (GraphRows::of(&set, &Filter::memories()), set.last_id())
         };
         rows.base.as_ref()?;
+        // The user asked for this build: it runs whether or not a server holds the lock
+        // (two finished saves race safely; the one covering more rows is kept).
         let _lock = home.build_lock();
         let items = rows.items();
         let index = in_own_pool(Priority::Foreground, || HnswIndex::build(&items));
@@ -442,12 +446,11 @@ impl Searcher {
     }
 }
 
-/// Saves `index` in `home`, if the set has one (`part`: a build still under way), and logs
-/// how that went: a failed save only means the next process builds again.
-fn save_logged(home: Option<&GraphHome>, index: &HnswIndex, upto: i64, part: bool, base: Option<&Segment>) {
-    let Some(h) = home else { return };
-    match h.save(index, upto, part, base) {
-        Ok(m) => tracing::info!(vectors = m.vectors, bytes = m.bytes, upto, part, "HNSW graph saved"),
+/// Saves a build still under way in `home` (its dump only: links are written for finished
+/// graphs), and logs how that went: a failed save only means the next process builds more.
+fn save_part(home: &GraphHome, index: &HnswIndex, upto: i64) {
+    match home.save(index, upto, true, None) {
+        Ok(m) => tracing::info!(vectors = m.vectors, bytes = m.bytes, upto, part = true, "HNSW graph saved"),
         Err(e) => tracing::warn!("cannot save the HNSW graph: {e}"),
     }
 }
@@ -517,7 +520,7 @@ fn grow(
 /// How much CPU graph work may take from the searches around it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Priority {
-    /// `slm index rebuild` (the user waits for it), and extending the live graph.
+    /// `slm index rebuild` (the user waits for it).
     Foreground,
     /// A long-lived process's own build or load of a graph nobody searches yet: it runs at
     /// the lowest CPU priority (nice 19, these threads only), so the searches it serves
