@@ -14,9 +14,8 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 
 use slm::embed::OnnxEmbedder;
 use slm::engine::{DataRoot, Engine};
-use slm::loops::verify::Chain;
 use slm::loops::{Gate, MemoryGate};
-use slm::record::VerifySpec;
+use slm::record::{GateDef, VerifySpec};
 use slm::memory::Kind;
 
 mod common;
@@ -48,8 +47,9 @@ fn sizes() -> Vec<usize> {
 }
 
 /// The default verifier chain (the guard), as a product run builds it.
-fn guard_chain() -> Chain {
-    Chain::build(&[VerifySpec::Guard], QUERY, 0.5).unwrap()
+/// The benchmarked gate: the query, the threshold, the guard.
+fn guard_gate() -> GateDef {
+    GateDef { query: Some(QUERY.into()), tags: Vec::new(), min_score: THRESHOLD as f64, verify: vec![VerifySpec::Guard], nli_min: 0.5, count: 1 }
 }
 
 fn far() -> Instant {
@@ -90,13 +90,13 @@ fn bench_polls(c: &mut Criterion) {
         g.sample_size(10);
         g.bench_function("lap1", |b| {
             b.iter_batched(
-                || MemoryGate::new(&engine, QUERY, THRESHOLD, Vec::new(), guard_chain()).unwrap(),
+                || MemoryGate::new(&engine, &guard_gate(), None).unwrap(),
                 |mut gate| gate.observe(1, far()).unwrap(),
                 BatchSize::PerIteration,
             )
         });
         for new in NEW_PER_POLL {
-            let mut gate = MemoryGate::new(&engine, QUERY, THRESHOLD, Vec::new(), guard_chain()).unwrap();
+            let mut gate = MemoryGate::new(&engine, &guard_gate(), None).unwrap();
             gate.observe(1, far()).unwrap();
             let mut writer = slm::storage::Store::open(&dir.join(slm::storage::DB_FILE)).unwrap();
             let mut seed = 1_000u64;

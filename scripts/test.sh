@@ -143,7 +143,7 @@ status="${PIPESTATUS[0]}"
 # path, its write lock during an import) stay SQLite-only.
 stage "shared behaviour tests on PostgreSQL (SLM_TEST_STORE=postgres)"
 SLM_TEST_STORE=postgres cargo test --release --locked --no-fail-fast --test it -- \
-  memory_cli:: loops:: feed:: agent_loops:: concurrency:: import:: \
+  memory_cli:: loops:: feed:: agent_loops:: concurrency:: coordination:: import:: \
   mcp_inproc:: mcp_stdio:: mcp_python:: mcp_ts:: \
   --skip hard_edges_loops --skip status_reports_paths --skip ledger_failures_are_counted \
   --skip a_remember_during_an_import_gets_through 2>&1 | tee -a "$log"

@@ -126,8 +126,162 @@ pub enum GateSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         gate_env: Option<GateEnv>,
     },
+    /// Memory gates with what one `memory` gate cannot say: several gates joined by
+    /// `gate_mode`, a `count` of distinct memories per gate, gates on tags alone, and
+    /// `since`. A run that uses none of these is stored as `memory` (the shape every
+    /// release reads).
+    Gates {
+        gates: Vec<GateDef>,
+        #[serde(default)]
+        gate_mode: GateMode,
+        /// Which memories are eligible by when they were written (`None`: all of them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<Since>,
+    },
     /// The keyless demo's gate: fails before lap `passes_on_lap`, passes from it on.
     Stub { passes_on_lap: i64 },
+}
+
+/// One gate of a [`GateSpec::Gates`] run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateDef {
+    /// What the awaited memory says; `None`: a tag-only gate (every eligible memory carrying
+    /// all of `tags` passes, unscored, with no model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The exact cosine a candidate needs (unused by a tag-only gate).
+    pub min_score: f64,
+    #[serde(default)]
+    pub verify: Vec<VerifySpec>,
+    #[serde(default = "default_nli_min")]
+    pub nli_min: f64,
+    /// How many distinct memories must pass this gate (a barrier for N writers).
+    #[serde(default = "one")]
+    pub count: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// How a run's gates combine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GateMode {
+    /// Every gate must pass (the default).
+    #[default]
+    All,
+    /// One gate passing is enough.
+    Any,
+}
+
+impl GateMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateMode::All => "all",
+            GateMode::Any => "any",
+        }
+    }
+}
+
+/// `since`: which memories a run may count, by when they were written. Stored as the user
+/// wrote it (normalised); resolved to an id watermark when the run starts
+/// ([`crate::loops::since`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Since {
+    /// Written after the run started.
+    Start,
+    /// Written after the memory that ended the most recent converged run of the same name.
+    Last,
+    /// Written after this memory (`#1234`).
+    After(i64),
+    /// Written at or after this time (RFC 3339, UTC as stored).
+    Time(String),
+    /// Written at most this many seconds before the run started (`15m`, `2h`, `90s`).
+    Within(u64),
+}
+
+impl Since {
+    /// Parses `start`, `last`, `#ID`, an RFC 3339 time or a duration (`90s`, `15m`, `2h`,
+    /// `1d`); anything else, a time in the future, or a zero duration is invalid input
+    /// naming `since`.
+    pub fn parse(s: &str) -> Result<Since> {
+        let rule = "must be start, last, #ID (a memory id), an RFC 3339 time, or a duration such as 90s, 15m, 2h, 1d";
+        let t = s.trim();
+        if t == "start" {
+            return Ok(Since::Start);
+        }
+        if t == "last" {
+            return Ok(Since::Last);
+        }
+        if let Some(id) = t.strip_prefix('#') {
+            return match id.parse::<i64>() {
+                Ok(n) if n >= 0 => Ok(Since::After(n)),
+                _ => Err(Error::invalid("since", s, "#ID needs a memory id, an integer >= 0")),
+            };
+        }
+        if let Ok(at) = chrono::DateTime::parse_from_rfc3339(t) {
+            let at = at.with_timezone(&chrono::Utc);
+            if at > chrono::Utc::now() {
+                return Err(Error::invalid("since", s, "is in the future: no memory has been written after it yet"));
+            }
+            return Ok(Since::Time(at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)));
+        }
+        if let Some(secs) = parse_duration(t) {
+            return if secs == 0 { Err(Error::invalid("since", s, "a duration must be longer than 0")) } else { Ok(Since::Within(secs)) };
+        }
+        Err(Error::invalid("since", s, rule))
+    }
+
+    /// The form shown in details: `start`, `last`, `#12`, the time, `15m`.
+    pub fn label(&self) -> String {
+        String::from(self.clone())
+    }
+}
+
+/// A duration such as `90s`, `15m`, `2h`, `1d` (one integer and one unit), in seconds.
+pub fn parse_duration(s: &str) -> Option<u64> {
+    let unit = s.chars().last()?;
+    let mult = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        _ => return None,
+    };
+    let n: u64 = s[..s.len() - 1].parse().ok()?;
+    n.checked_mul(mult)
+}
+
+impl TryFrom<String> for Since {
+    type Error = Error;
+    fn try_from(s: String) -> Result<Since> {
+        // A stored time was in the past when stored: read it back without the future check.
+        match chrono::DateTime::parse_from_rfc3339(s.trim()) {
+            Ok(at) => Ok(Since::Time(at.with_timezone(&chrono::Utc).to_rfc3339_opts(chrono::SecondsFormat::Micros, true))),
+            Err(_) => Since::parse(&s),
+        }
+    }
+}
+
+impl From<Since> for String {
+    fn from(s: Since) -> String {
+        match s {
+            Since::Start => "start".into(),
+            Since::Last => "last".into(),
+            Since::After(id) => format!("#{id}"),
+            Since::Time(t) => t,
+            Since::Within(secs) => match secs {
+                s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+                s if s % 3600 == 0 => format!("{}h", s / 3600),
+                s if s % 60 == 0 => format!("{}m", s / 60),
+                s => format!("{s}s"),
+            },
+        }
+    }
 }
 
 impl GateSpec {
@@ -136,6 +290,7 @@ impl GateSpec {
         match self {
             GateSpec::Memory { .. } => "memory",
             GateSpec::Command { .. } => "command",
+            GateSpec::Gates { .. } => "gates",
             GateSpec::Stub { .. } => "stub",
         }
     }

@@ -103,9 +103,27 @@ pub struct RunArgs {
     /// Loop name: 1-128 characters of [A-Za-z0-9._:-].
     #[arg(long)]
     name: String,
-    /// What the awaited memory says (1-2000 characters); embedded once.
-    #[arg(long)]
-    gate_query: String,
+    /// What the awaited memory says (1-2000 characters); embedded once. Repeat it for several
+    /// gates sharing the other gate flags (joined by --gate-mode); leave it out, with
+    /// --gate-tag, for a tag-only gate (no model).
+    #[arg(long = "gate-query", value_name = "TEXT")]
+    gate_query: Vec<String>,
+    /// How many distinct memories must pass each gate (1-1000): a barrier for N writers.
+    #[arg(long, allow_hyphen_values = true, value_name = "N")]
+    gate_count: Option<i64>,
+    /// How several gates combine: all (every gate must pass) or any.
+    #[arg(long, value_name = "all|any")]
+    gate_mode: Option<String>,
+    /// The gates as JSON: an array of {"query", "tags", "min_score", "verify", "nli_min",
+    /// "count"} objects (unset keys take the flags' values), or @FILE to read it from a file.
+    /// Not with --gate-query, --gate-tag or --gate-count.
+    #[arg(long, value_name = "JSON|@FILE")]
+    gates: Option<String>,
+    /// Only memories written after this count: start (this run's start), last (the memory
+    /// that ended this loop's last converged run), #ID, an RFC 3339 time, or a duration
+    /// (15m: at most that long before the start).
+    #[arg(long, value_name = "WHEN", allow_hyphen_values = true)]
+    since: Option<String>,
     /// Pass when the best exact cosine is >= this, in [-1, 1].
     #[arg(long, default_value_t = 0.0, allow_hyphen_values = true)]
     gate_min_score: f64,
@@ -135,22 +153,75 @@ pub struct RunArgs {
     gate_nli_min: f64,
 }
 
-impl From<RunArgs> for LoopParams {
-    fn from(a: RunArgs) -> LoopParams {
-        LoopParams {
+impl TryFrom<RunArgs> for LoopParams {
+    type Error = slm::Error;
+
+    /// One --gate-query is the one-gate shorthand; several are one gate each, sharing the
+    /// other gate flags; --gates is the JSON form.
+    fn try_from(a: RunArgs) -> slm::Result<LoopParams> {
+        let gate_mode = match a.gate_mode.as_deref() {
+            None => None,
+            Some("all") => Some(slm::record::GateMode::All),
+            Some("any") => Some(slm::record::GateMode::Any),
+            Some(other) => return Err(slm::Error::invalid("gate_mode", other, "must be all or any")),
+        };
+        let mut gates: Vec<loops::params::GateParams> = match &a.gates {
+            None => Vec::new(),
+            Some(text) => {
+                if !a.gate_query.is_empty() || !a.gate_tags.is_empty() || a.gate_count.is_some() {
+                    return Err(slm::Error::invalid(
+                        "gates",
+                        text,
+                        "cannot be combined with --gate-query, --gate-tag or --gate-count: give each gate's query, tags and count inside the JSON",
+                    ));
+                }
+                let json = match text.strip_prefix('@') {
+                    Some(path) => std::fs::read_to_string(path)
+                        .map_err(|e| slm::Error::invalid("gates", text, format!("cannot read the file: {e}")))?,
+                    None => text.clone(),
+                };
+                let gates: Vec<loops::params::GateParams> = serde_json::from_str(&json).map_err(|e| {
+                    slm::Error::invalid("gates", text, format!("must be a JSON array of gate objects (query, tags, min_score, verify, nli_min, count): {e}"))
+                })?;
+                if gates.is_empty() {
+                    return Err(slm::Error::invalid("gates", text, "must hold 1-16 gates"));
+                }
+                gates
+            }
+        };
+        let (gate_query, gate_tags, gate_count) = if a.gate_query.len() > 1 {
+            gates = a
+                .gate_query
+                .iter()
+                .map(|q| loops::params::GateParams {
+                    query: Some(q.clone()),
+                    tags: a.gate_tags.clone(),
+                    count: a.gate_count,
+                    ..Default::default()
+                })
+                .collect();
+            (None, Vec::new(), None)
+        } else {
+            (a.gate_query.into_iter().next(), a.gate_tags, a.gate_count)
+        };
+        Ok(LoopParams {
             name: a.name,
-            gate_query: a.gate_query,
+            gate_query,
             gate_min_score: a.gate_min_score,
             max_iterations: a.max_iterations,
             max_wallclock_s: a.max_wallclock_s,
             poll_interval_s: a.poll_interval_s,
             max_tokens: a.max_tokens,
             no_progress_window: a.no_progress_window,
-            gate_tags: a.gate_tags,
+            gate_tags,
             // No flag means the default chain, as the MCP tool's default does.
-            gate_verify: if a.gate_verify.is_empty() { loops::params::default_verify() } else { a.gate_verify },
+            gate_verify: if a.gate_verify.is_empty() { None } else { Some(a.gate_verify) },
             gate_nli_min: a.gate_nli_min,
-        }
+            gate_count,
+            gates,
+            gate_mode,
+            since: a.since,
+        })
     }
 }
 
@@ -334,7 +405,7 @@ impl LoopCommand {
     pub fn check(self) -> slm::Result<Checked> {
         Ok(match self {
             LoopCommand::Demo { iterations } => Checked::Run(CheckedLoop::demo(iterations)?),
-            LoopCommand::Run(args) => Checked::Run(CheckedLoop::try_from(LoopParams::from(args))?),
+            LoopCommand::Run(args) => Checked::Run(CheckedLoop::try_from(LoopParams::try_from(args)?)?),
             LoopCommand::Start { name, gate_cmd, gate_env, max_iterations, max_wallclock_s, max_tokens, no_progress_window } => {
                 Checked::Start(CheckedStart::try_from(StartParams {
                     name,
@@ -383,7 +454,7 @@ pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i3
             let code = finish(&r, json_out);
             // Its ledger laps were stored without vectors: embed them off the waiting path. (Not
             // for the demo: it must stay instant, and recall embeds its three laps on the fly.)
-            if matches!(spec.gate, slm::record::GateSpec::Memory { .. }) {
+            if matches!(spec.gate, slm::record::GateSpec::Memory { .. } | slm::record::GateSpec::Gates { .. }) {
                 // The writer derives the laps' memories as it closes: before the backfill
                 // process looks for rows to embed.
                 engine.flush_ledger();
@@ -536,14 +607,40 @@ fn print_lap(e: &LapEvent, json_out: bool) {
     }
 }
 
+/// `match #12 (0.912, verified by guard:entities, model): the text`; a tag-only gate's
+/// memories have no score.
+fn print_match(indent: &str, m: &slm::loops::Match, tag_only: bool) {
+    let by = if !m.verified_by.is_empty() {
+        m.verified_by.join(", ")
+    } else if tag_only {
+        "its tags".to_string()
+    } else {
+        "plain cosine".to_string()
+    };
+    if tag_only {
+        println!("{indent}match #{} (verified by {by}): {}", m.hit.id, m.hit.content);
+    } else {
+        println!("{indent}match #{} ({:.3}, verified by {by}): {}", m.hit.id, m.hit.score, m.hit.content);
+    }
+}
+
 fn finish(r: &RunResult, json_out: bool) -> i32 {
     if json_out {
         println!("{}", json!(r));
     } else {
         println!("{}: {} ({} laps, run {})", r.status.as_str(), r.reason, r.laps, r.run_id);
-        if let Some(m) = &r.matched {
-            let by = if m.verified_by.is_empty() { "plain cosine".to_string() } else { m.verified_by.join(", ") };
-            println!("match #{} ({:.3}, verified by {by}): {}", m.hit.id, m.hit.score, m.hit.content);
+        let several = r.matches.len() > 1 || r.matches.iter().any(|g| g.count > 1);
+        if several {
+            // Every gate's memories: what the orchestrator waited for, one line each.
+            for g in &r.matches {
+                let what = g.query.as_deref().map_or_else(|| format!("tags {}", g.tags.join(",")), |q| format!("{q:?}"));
+                println!("gate {} {what}: {} of {} memories{}", g.gate, g.memories.len(), g.count, if g.passed { ", passed" } else { "" });
+                for m in &g.memories {
+                    print_match("  ", m, g.query.is_none());
+                }
+            }
+        } else if let Some(m) = &r.matched {
+            print_match("", m, r.matches.first().is_some_and(|g| g.query.is_none()));
         }
         if r.termination.ledger_errors > 0 {
             eprintln!("slm: warning: {} ledger writes failed", r.termination.ledger_errors);

@@ -474,6 +474,11 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
             let (embeds, query) = match &checked {
                 loops::Checked::Run(c) => match &c.gate {
                     slm::record::GateSpec::Memory { gate_query, .. } => (Embeds::TextAndTokens, Some(gate_query.clone())),
+                    // Tag-only gates embed nothing: the model and ONNX Runtime stay unloaded.
+                    slm::record::GateSpec::Gates { gates, .. } => match gates.iter().find_map(|g| g.query.clone()) {
+                        Some(q) => (Embeds::TextAndTokens, Some(q)),
+                        None => (Embeds::Tokens, None),
+                    },
                     _ => (Embeds::Tokens, None),
                 },
                 _ => (Embeds::No, None),

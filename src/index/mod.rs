@@ -36,7 +36,7 @@ use crate::memory::Kind;
 use crate::Result;
 
 /// A candidate: a row id and its exact cosine score.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Scored {
     pub id: i64,
     pub score: f32,

@@ -19,6 +19,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::verify::{Candidate, Chain, Rejected};
+use crate::record::GateDef;
 use crate::engine::Engine;
 use crate::index::exact::sort_best_first;
 use crate::index::Scored;
@@ -31,7 +32,8 @@ pub const CANDIDATES_PER_LAP: usize = 32;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Observation {
     pub passed: bool,
-    /// The passing candidate's score when passed, else the best score seen.
+    /// The passing candidate's score when passed, else the best score seen (`None` for a
+    /// tag-only gate: its memories are not scored).
     pub best_score: Option<f32>,
     pub best_memory_id: Option<i64>,
     /// Gate-eligible memories seen so far in this run.
@@ -43,12 +45,32 @@ pub struct Observation {
     pub rejected: Vec<Rejected>,
     /// The verifiers that accepted the passing candidate (empty: plain cosine).
     pub verified_by: Vec<String>,
+    /// Each gate's progress, in the run's order (empty for the demo's stub).
+    pub gates: Vec<GateProgress>,
+}
+
+/// How far one gate of a run is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateProgress {
+    /// The memories that passed it so far (distinct, best first).
+    pub accepted: Vec<Scored>,
+    /// How many must pass.
+    pub count: u32,
+    /// The verifiers that accepted them.
+    pub verified_by: Vec<String>,
+}
+
+impl GateProgress {
+    pub fn passed(&self) -> bool {
+        self.accepted.len() >= self.count as usize
+    }
 }
 
 impl Observation {
     /// The part of an observation that no-progress detection compares.
-    pub fn fingerprint(&self) -> (Option<i64>, Option<u32>, u64) {
-        (self.best_memory_id, self.best_score.map(f32::to_bits), self.eligible)
+    pub fn fingerprint(&self) -> (Option<i64>, Option<u32>, u64, Vec<usize>) {
+        let progress = self.gates.iter().map(|g| g.accepted.len()).collect();
+        (self.best_memory_id, self.best_score.map(f32::to_bits), self.eligible, progress)
     }
 }
 
@@ -72,14 +94,28 @@ pub trait Gate {
     }
 }
 
-/// The memory gate of SPEC §2.
+/// Where a run's eligible memories begin (`since`), resolved when the run starts: only rows
+/// with an id above `after` count; `label` is how the detail names it (`since start`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Watermark {
+    pub after: i64,
+    pub label: String,
+}
+
+/// The memory gate of SPEC §2: one gate, with a query (scored) or tags alone, that passes
+/// once `count` distinct memories have passed it.
 pub struct MemoryGate<'e> {
     engine: &'e Engine,
-    query: std::sync::Arc<[f32]>,
+    /// The embedded query; `None` for a tag-only gate (no model, no score).
+    query: Option<std::sync::Arc<[f32]>>,
     query_tokens: u64,
     threshold: f32,
     tags: Vec<String>,
     chain: Chain,
+    count: usize,
+    since: Option<Watermark>,
+    /// Matches at or below the watermark, counted on lap 1 (said in every detail).
+    ignored: Option<usize>,
     /// The best eligible memory seen, whatever its score (for the detail and no-progress).
     best: Option<Scored>,
     eligible: u64,
@@ -89,26 +125,41 @@ pub struct MemoryGate<'e> {
     pool: Vec<Scored>,
     /// Candidates rejected for good (the chain's answers cannot change).
     rejected: HashSet<i64>,
+    /// Memories that passed, best first (at most `count`).
+    accepted: Vec<Scored>,
 }
 
 impl<'e> MemoryGate<'e> {
-    /// Embeds `query` once and prepares a gate with threshold `threshold`, `tags` (already
-    /// checked and normalised, see [`super::params::CheckedLoop`]) and a verifier chain.
-    pub fn new(engine: &'e Engine, query: &str, threshold: f32, tags: Vec<String>, chain: Chain) -> Result<Self> {
-        engine.refresh_for_gate()?;
-        let (qv, query_tokens) = engine.query_vector(query)?;
+    /// Prepares gate `def` (checked, see [`super::params::CheckedLoop`]): embeds its query
+    /// once (a tag-only gate loads no model) and builds its verifier chain. Only rows above
+    /// `since` are eligible.
+    pub fn new(engine: &'e Engine, def: &GateDef, since: Option<Watermark>) -> Result<Self> {
+        let chain = Chain::build(&def.verify, def.query.as_deref().unwrap_or(""), def.nli_min)?;
+        let (query, query_tokens) = match &def.query {
+            Some(q) => {
+                engine.refresh_for_gate()?;
+                let (qv, tokens) = engine.query_vector(q)?;
+                (Some(qv), tokens)
+            }
+            None => (None, 0),
+        };
+        let seen = since.as_ref().map_or(0, |w| w.after);
         Ok(MemoryGate {
             engine,
-            query: qv,
+            query,
             query_tokens,
-            threshold,
-            tags,
+            threshold: def.min_score as f32,
+            tags: def.tags.clone(),
             chain,
+            count: def.count.max(1) as usize,
+            since,
+            ignored: None,
             best: None,
             eligible: 0,
-            seen: 0,
+            seen,
             pool: Vec::new(),
             rejected: HashSet::new(),
+            accepted: Vec::new(),
         })
     }
 
@@ -116,16 +167,26 @@ impl<'e> MemoryGate<'e> {
     /// pool (or 1 when a forgotten best forced a fresh start).
     fn sweep(&mut self) -> Result<usize> {
         let mut fresh_count = 0;
+        let floor = self.since.as_ref().map_or(0, |w| w.after);
         // A best match forgotten since the last lap: start over from scratch.
         if let Some(b) = self.best {
             if !self.engine.exists(b.id)? {
                 self.engine.tombstone(&[b.id]);
-                (self.best, self.eligible, self.seen) = (None, 0, 0);
+                (self.best, self.eligible, self.seen) = (None, 0, floor);
                 self.pool.clear();
                 fresh_count = 1;
             }
         }
-        let sweep = self.engine.gate_sweep(&self.query, &self.tags, self.seen, self.threshold)?;
+        if self.ignored.is_none() {
+            self.ignored = Some(match &self.since {
+                Some(w) => self.count_ignored(w.after)?,
+                None => 0,
+            });
+        }
+        let sweep = match &self.query {
+            Some(qv) => self.engine.gate_sweep(qv, &self.tags, self.seen, self.threshold)?,
+            None => self.engine.tag_sweep(&self.tags, self.seen)?,
+        };
         if let Some(s) = sweep.best {
             if self.best.is_none_or(|b| s.score > b.score) {
                 self.best = Some(s);
@@ -134,7 +195,7 @@ impl<'e> MemoryGate<'e> {
         self.eligible += sweep.eligible;
         self.seen = sweep.upto;
         if !sweep.above.is_empty() {
-            let known: HashSet<i64> = self.pool.iter().map(|s| s.id).collect();
+            let known: HashSet<i64> = self.pool.iter().chain(&self.accepted).map(|s| s.id).collect();
             let before = self.pool.len();
             let fresh = sweep.above.into_iter().filter(|s| !self.rejected.contains(&s.id) && !known.contains(&s.id));
             self.pool.extend(fresh);
@@ -144,14 +205,61 @@ impl<'e> MemoryGate<'e> {
         Ok(fresh_count)
     }
 
-    /// Verifies the best waiting candidates; returns the one that passed, with the lap's
+    /// Matches written at or before the watermark: what `since` keeps out.
+    fn count_ignored(&self, upto: i64) -> Result<usize> {
+        if upto <= 0 {
+            return Ok(0);
+        }
+        Ok(match &self.query {
+            Some(qv) => self.engine.gate_sweep(qv, &self.tags, 0, self.threshold)?.above.iter().filter(|s| s.id <= upto).count(),
+            None => self.engine.tag_sweep_upto(&self.tags, upto)?,
+        })
+    }
+
+    /// Drops passed memories that were forgotten since they passed: a gate that has passed
+    /// stays passed only while its memories exist.
+    fn recheck_accepted(&mut self) -> Result<()> {
+        if self.accepted.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<i64> = self.accepted.iter().map(|s| s.id).collect();
+        let present: HashSet<i64> = self.engine.existing(&ids)?.into_iter().collect();
+        let gone: Vec<i64> = ids.into_iter().filter(|id| !present.contains(id)).collect();
+        if !gone.is_empty() {
+            self.engine.tombstone(&gone);
+            self.accepted.retain(|s| present.contains(&s.id));
+        }
+        Ok(())
+    }
+
+    /// Verifies the best waiting candidates, one batch at a time, until `count` memories have
+    /// passed, the pool is empty or [`CANDIDATES_PER_LAP`] were decided; returns the lap's
     /// rejections.
-    fn verify(&mut self, deadline: Instant) -> Result<(Option<Candidate>, Vec<Rejected>)> {
+    fn verify(&mut self, deadline: Instant) -> Result<Vec<Rejected>> {
         let mut rejected_now = Vec::new();
+        let mut decided_now = 0;
+        while self.accepted.len() < self.count && !self.pool.is_empty() && decided_now < CANDIDATES_PER_LAP {
+            let (accepted, rejected, decided) = self.verify_batch(deadline, CANDIDATES_PER_LAP - decided_now)?;
+            decided_now += decided.max(1);
+            rejected_now.extend(rejected);
+            match accepted {
+                Some(c) => {
+                    self.accepted.push(Scored { id: c.id, score: c.score });
+                    sort_best_first(&mut self.accepted);
+                }
+                None => break,
+            }
+        }
+        Ok(rejected_now)
+    }
+
+    /// One pass of the chain over at most `most` of the best waiting candidates: the one that
+    /// passed (it leaves the pool), the rejections, and how many were decided.
+    fn verify_batch(&mut self, deadline: Instant, most: usize) -> Result<(Option<Candidate>, Vec<Rejected>, usize)> {
         // Candidates whose rows vanished are dropped; keep taking until a batch is full.
         let mut batch: Vec<Candidate> = Vec::new();
         while batch.is_empty() && !self.pool.is_empty() {
-            let take: Vec<Scored> = self.pool.iter().take(CANDIDATES_PER_LAP).copied().collect();
+            let take: Vec<Scored> = self.pool.iter().take(most).copied().collect();
             let ids: Vec<i64> = take.iter().map(|s| s.id).collect();
             let rows = self.engine.get(&ids)?;
             let gone: Vec<i64> = ids.iter().filter(|id| !rows.iter().any(|m| m.id == **id)).copied().collect();
@@ -172,39 +280,61 @@ impl<'e> MemoryGate<'e> {
                 .collect();
         }
         if batch.is_empty() {
-            return Ok((None, rejected_now));
+            return Ok((None, Vec::new(), 0));
         }
         let verdict = self.chain.verify(&batch, deadline)?;
         let untested: HashSet<i64> = verdict.untested.iter().map(|&i| batch[i].id).collect();
         let may_change = self.chain.may_change();
         // Everything in the batch was decided except the untested: those stay in the pool.
         let decided: HashSet<i64> = batch.iter().map(|c| c.id).filter(|id| !untested.contains(id)).collect();
+        let accepted = verdict.accepted.map(|i| batch[i].clone());
+        let accepted_id = accepted.as_ref().map(|c| c.id);
         if may_change {
             // A command may say yes later: rejected candidates stay, but move behind the rest.
             let (mut back, front): (Vec<Scored>, Vec<Scored>) = self.pool.drain(..).partition(|s| decided.contains(&s.id));
             self.pool = front;
+            back.retain(|s| Some(s.id) != accepted_id);
             self.pool.append(&mut back);
         } else {
             self.pool.retain(|s| !decided.contains(&s.id));
             self.rejected.extend(verdict.rejected.iter().map(|r| r.id));
         }
-        rejected_now.extend(verdict.rejected);
-        Ok((verdict.accepted.map(|i| batch[i].clone()), rejected_now))
+        Ok((accepted, verdict.rejected, decided.len()))
+    }
+
+    /// This gate's progress (for the run's result and for [`GateSet`]).
+    pub fn progress(&self) -> GateProgress {
+        GateProgress { accepted: self.accepted.clone(), count: self.count as u32, verified_by: self.chain.names() }
+    }
+
+    fn passed(&self) -> bool {
+        self.accepted.len() >= self.count
     }
 }
 
 impl Gate for MemoryGate<'_> {
     fn observe(&mut self, _lap: i64, deadline: Instant) -> Result<Observation> {
+        self.recheck_accepted()?;
         self.sweep()?;
-        let (accepted, rejected) = self.verify(deadline)?;
+        let rejected = self.verify(deadline)?;
+        let passed = self.passed();
         let t = self.threshold;
-        let why: Vec<String> = rejected.iter().map(Rejected::sentence).collect();
-        let verified_by = if accepted.is_some() { self.chain.names() } else { Vec::new() };
-        let by = if verified_by.is_empty() { "plain cosine".to_string() } else { verified_by.join(", ") };
-        let mut detail = match (&accepted, self.best) {
-            (Some(c), _) => format!("match #{} scored {:.3} >= threshold {t:.3}, verified by {by}", c.id, c.score),
-            (None, None) => format!("no eligible memories yet; threshold {t:.3}"),
-            (None, Some(b)) if why.is_empty() => format!(
+        let tag_only = self.query.is_none();
+        let why: Vec<String> = rejected.iter().map(|r| if tag_only { r.sentence_unscored() } else { r.sentence() }).collect();
+        let verified_by = if passed { self.chain.names() } else { Vec::new() };
+        let by = if verified_by.is_empty() { if tag_only { "its tags".to_string() } else { "plain cosine".to_string() } } else { verified_by.join(", ") };
+        let first = self.accepted.first().copied();
+        let mut detail = match (passed, first, self.best) {
+            (true, Some(c), _) if self.count > 1 => {
+                format!("{} of {} memories passed (best #{}), verified by {by}", self.accepted.len(), self.count, c.id)
+            }
+            (true, Some(c), _) if tag_only => format!("match #{} carries every gate tag, verified by {by}", c.id),
+            (true, Some(c), _) => format!("match #{} scored {:.3} >= threshold {t:.3}, verified by {by}", c.id, c.score),
+            (_, _, None) if tag_only => "no memory carries every gate tag yet".to_string(),
+            (_, _, None) => format!("no eligible memories yet; threshold {t:.3}"),
+            (_, _, Some(_)) if self.count > 1 => format!("{} of {} memories passed", self.accepted.len(), self.count),
+            (_, _, Some(_)) if tag_only => "no memory carrying every gate tag passed verification".to_string(),
+            (_, _, Some(b)) if why.is_empty() => format!(
                 "best match #{} scored {:.3} {} threshold {t:.3}{}",
                 b.id,
                 b.score,
@@ -212,30 +342,34 @@ impl Gate for MemoryGate<'_> {
                 // Without this, a lap after a rejection would read as if it should have passed.
                 if self.rejected.contains(&b.id) { " but was rejected on an earlier lap" } else { "" }
             ),
-            (None, Some(_)) => format!("no candidate passed verification (threshold {t:.3})"),
+            (_, _, Some(_)) => format!("no candidate passed verification (threshold {t:.3})"),
         };
-        if self.best.is_some() || accepted.is_some() {
+        if self.best.is_some() {
             detail.push_str(&format!("; {} eligible memories", self.eligible));
+        }
+        if let (Some(n), Some(w)) = (self.ignored.filter(|n| *n > 0), &self.since) {
+            detail.push_str(&format!("; {n} older match{} ignored ({})", if n == 1 { "" } else { "es" }, w.label));
         }
         if !why.is_empty() {
             detail.push_str(&format!("; rejected: {}", why.join("; ")));
         }
         let pending = self.pool.len();
-        if accepted.is_none() && pending > 0 {
+        if !passed && pending > 0 {
             detail.push_str(&format!("; {pending} candidates wait for the next lap"));
         }
-        let (best_score, best_memory_id) = match &accepted {
-            Some(c) => (Some(c.score), Some(c.id)),
-            None => (self.best.map(|b| b.score), self.best.map(|b| b.id)),
+        let (best_score, best_memory_id) = match (passed, first) {
+            (true, Some(c)) => (Some(c.score), Some(c.id)),
+            _ => (self.best.map(|b| b.score), self.best.map(|b| b.id)),
         };
         Ok(Observation {
-            passed: accepted.is_some(),
-            best_score,
+            passed,
+            best_score: if tag_only { None } else { best_score },
             best_memory_id,
             eligible: self.eligible,
             detail,
             rejected,
             verified_by,
+            gates: vec![self.progress()],
         })
     }
 
@@ -269,6 +403,7 @@ impl Gate for StubGate {
             ),
             rejected: Vec::new(),
             verified_by: Vec::new(),
+            gates: Vec::new(),
         })
     }
 
@@ -286,7 +421,9 @@ mod tests {
     use std::sync::Arc;
 
     fn gate<'e>(e: &'e Engine, q: &str, t: f32, tags: Vec<String>, v: VerifySpec) -> MemoryGate<'e> {
-        MemoryGate::new(e, q, t, tags, Chain::build(&[v], q, 0.5).unwrap()).unwrap()
+        let verify = if v == VerifySpec::None { vec![] } else { vec![v] };
+        let def = GateDef { query: Some(q.into()), tags, min_score: t as f64, verify, nli_min: 0.5, count: 1 };
+        MemoryGate::new(e, &def, None).unwrap()
     }
 
     fn far() -> Instant {

@@ -18,10 +18,12 @@ pub mod command;
 pub mod eval;
 pub mod explain;
 pub mod gate;
+pub mod gate_set;
 pub mod ledger;
 pub mod params;
 pub mod result;
 pub mod run;
+pub mod since;
 pub mod verify;
 
 use serde::Serialize;
@@ -32,7 +34,7 @@ use crate::storage::RunRow;
 use crate::{Error, Result};
 pub use gate::{Gate, MemoryGate, Observation, StubGate};
 pub use params::{CheckedLoop, Clamp, Limits, LoopParams};
-pub use result::{LapEvent, Match, RunResult, Termination};
+pub use result::{GateMatches, LapEvent, Match, RunResult, Termination};
 pub use run::Cancel;
 
 /// The name the demo's runs are recorded under.
@@ -47,9 +49,26 @@ pub fn run_memory_loop(
 ) -> Result<RunResult> {
     match &spec.gate {
         GateSpec::Memory { gate_query, gate_tags, gate_verify, gate_nli_min } => {
-            let chain = verify::Chain::build(gate_verify, gate_query, *gate_nli_min)?;
-            let mut gate = MemoryGate::new(engine, gate_query, spec.limits.threshold(), gate_tags.clone(), chain)?;
+            let def = crate::record::GateDef {
+                query: Some(gate_query.clone()),
+                tags: gate_tags.clone(),
+                min_score: spec.limits.gate_min_score,
+                verify: gate_verify.clone(),
+                nli_min: *gate_nli_min,
+                count: 1,
+            };
+            let mut gate = MemoryGate::new(engine, &def, None)?;
             run::run(engine, spec, &mut gate, cancel, on_lap)
+        }
+        GateSpec::Gates { gates, gate_mode, since } => {
+            // Resolved before any gate looks, so "start" is the store as this run found it.
+            let mark = since.as_ref().map(|s| since::resolve(engine, &spec.name, s)).transpose()?;
+            let mut built = gates.iter().map(|d| MemoryGate::new(engine, d, mark.clone())).collect::<Result<Vec<_>>>()?;
+            if built.len() == 1 {
+                let mut gate = built.pop().expect("one gate");
+                return run::run(engine, spec, &mut gate, cancel, on_lap);
+            }
+            run::run(engine, spec, &mut gate_set::GateSet::new(built, *gate_mode), cancel, on_lap)
         }
         GateSpec::Stub { passes_on_lap } => run::run(engine, spec, &mut StubGate { pass_on: *passes_on_lap }, cancel, on_lap),
         GateSpec::Command { .. } => {

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::record::Limits;
-use crate::record::{GateEnv, GateSpec, VerifySpec};
+use crate::record::{GateDef, GateEnv, GateSpec, VerifySpec};
 use crate::memory;
 use crate::{Error, Result};
 
@@ -24,14 +24,20 @@ pub const POLL_FLOOR: f64 = 0.25;
 pub const MAX_QUERY_CHARS: usize = 2000;
 
 /// What the caller asks for (the MCP tool's arguments; the CLI's flags).
+///
+/// One gate is given by the shorthand (`gate_query`, `gate_tags`, `gate_count`); several by
+/// `gates`, each with its own query, tags, threshold, verifiers and count. The two forms do
+/// not mix. `gate_min_score`, `gate_verify` and `gate_nli_min` are what every gate of
+/// `gates` uses unless it sets its own.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoopParams {
     /// Loop name: 1-128 characters of [A-Za-z0-9._:-]; the ledger key and the `loop:<name>` tag.
     pub name: String,
-    /// What the awaited memory says (1-2000 characters); embedded once per run.
-    pub gate_query: String,
-    /// The gate passes when the best exact cosine is >= this; finite, in [-1, 1]. Default 0.0.
+    /// What the awaited memory says (1-2000 characters); embedded once per run. Leave it out with gate_tags for a tag-only gate (every eligible memory carrying all the tags passes, unscored, no model), or give `gates` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_query: Option<String>,
+    /// The gate passes when the best exact cosine is >= this; finite, in [-1, 1]. Default 0.0. With `gates`: the threshold of every gate that sets no min_score.
     #[serde(default)]
     pub gate_min_score: f64,
     /// Most laps: >= 1; above 200 is clamped to 200. Default 20.
@@ -49,16 +55,58 @@ pub struct LoopParams {
     /// Stop when the gate observation is unchanged for this many consecutive laps; 0 = off.
     #[serde(default)]
     pub no_progress_window: i64,
-    /// Only memories carrying every one of these tags are eligible (agree on them with the writer).
+    /// Only memories carrying every one of these tags are eligible (agree on them with the writer). Without gate_query: a tag-only gate.
     #[serde(default)]
     pub gate_tags: Vec<String>,
-    /// Verifiers every candidate must pass: "model" (slm's own trained cross-encoder: does the memory say the query's event has happened?), "guard" (deterministic: identifiers and polarity of the query must hold in the memory), "guard:identifier" (only the guard's identifier rule), "guard:entities" (every number of the query is in the memory in any form, and no other month or environment replaces the one it names), "none" (plain cosine), "nli:DIR" (a user-supplied ONNX NLI model). "cmd:..." is CLI-only. Default: ["guard:entities", "model"].
-    #[serde(default = "default_verify")]
-    pub gate_verify: Vec<String>,
+    /// Verifiers every candidate must pass: "model" (slm's own trained cross-encoder: does the memory say the query's event has happened?), "guard" (deterministic: identifiers and polarity of the query must hold in the memory), "guard:identifier" (only the guard's identifier rule), "guard:entities" (every number of the query is in the memory in any form, and no other month or environment replaces the one it names), "none" (plain cosine), "nli:DIR" (a user-supplied ONNX NLI model). "cmd:..." is CLI-only. Default: ["guard:entities", "model"] for a gate with a query, none for a tag-only gate (text verifiers do not apply to it). With `gates`: the chain of every gate that sets no verify.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_verify: Option<Vec<String>>,
     /// Entailment probability an nli: verifier needs, in [0, 1]. Default 0.5.
     #[serde(default = "d_nli_min")]
     pub gate_nli_min: f64,
+    /// How many distinct memories must pass the gate (a barrier for N writers): 1-1000. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_count: Option<i64>,
+    /// Several gates in one run (1-16), joined by gate_mode; not together with gate_query, gate_tags or gate_count.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateParams>,
+    /// How the gates combine: "all" (every gate must pass; the default) or "any".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_mode: Option<crate::record::GateMode>,
+    /// Which memories are eligible, by when they were written: "start" (after this run started), "last" (after the memory that ended the most recent converged run of this loop name; every memory if there is none), "#ID" (after memory ID), an RFC 3339 time, or a duration such as "15m" (at most that long before the run started). Unset: every eligible memory, whenever written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
+
+/// One gate of `gates`. Unset fields take the run's `gate_min_score`, `gate_verify` and
+/// `gate_nli_min`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GateParams {
+    /// What the awaited memory says (1-2000 characters). Leave it out, with tags, for a tag-only gate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// Only memories carrying every one of these tags are eligible for this gate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// This gate's threshold, in [-1, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f64>,
+    /// This gate's verifiers (as gate_verify).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<Vec<String>>,
+    /// This gate's nli: threshold, in [0, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nli_min: Option<f64>,
+    /// How many distinct memories must pass this gate: 1-1000. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+}
+
+/// Most gates in one run.
+pub const MAX_GATES: usize = 16;
+/// Largest `count` of a gate.
+pub const MAX_COUNT: i64 = 1000;
 
 /// The default verifier chain, the best measured on the dev split (models/verifier/README.md).
 pub fn default_verify() -> Vec<String> {
@@ -84,7 +132,7 @@ impl LoopParams {
     pub fn new(name: impl Into<String>, gate_query: impl Into<String>) -> Self {
         LoopParams {
             name: name.into(),
-            gate_query: gate_query.into(),
+            gate_query: Some(gate_query.into()),
             gate_min_score: 0.0,
             max_iterations: d_iterations(),
             max_wallclock_s: d_wallclock(),
@@ -92,8 +140,12 @@ impl LoopParams {
             max_tokens: 0,
             no_progress_window: 0,
             gate_tags: Vec::new(),
-            gate_verify: default_verify(),
+            gate_verify: None,
             gate_nli_min: d_nli_min(),
+            gate_count: None,
+            gates: Vec::new(),
+            gate_mode: None,
+            since: None,
         }
     }
 }
@@ -261,6 +313,68 @@ pub fn unreachable_bounds(l: &Limits) -> Vec<Note> {
     vec![Note { field: "max_wallclock_s", message }]
 }
 
+/// The run-level settings every gate of `gates` inherits.
+struct Shared<'a> {
+    min_score: f64,
+    verify: Option<&'a [String]>,
+    nli_min: f64,
+}
+
+/// Checks one gate: `index` is its place in `gates` (`None`: the shorthand), used to name
+/// the field as the caller wrote it (`gates[2].count`, or `gate_count`).
+fn check_gate(g: &GateParams, shared: &Shared<'_>, index: Option<usize>) -> Result<GateDef> {
+    let (f_query, f_tags, f_verify, f_count, f_min): (&'static str, _, _, _, _) = match index {
+        None => ("gate_query", "gate_tags", "gate_verify", "gate_count", "gate_min_score"),
+        Some(_) => ("gates", "gates", "gates", "gates", "gates"),
+    };
+    // Inside `gates` the field is `gates` and the rule says which gate and key.
+    let at = |key: &str, rule: &str| match index {
+        Some(i) => format!("gates[{i}].{key} {rule}"),
+        None => rule.to_string(),
+    };
+    let rename = |field: &'static str, key: &'static str| {
+        move |e: Error| match e {
+            Error::InvalidInput { value, rule, .. } => Error::InvalidInput { field, value, rule: at(key, &rule) },
+            other => other,
+        }
+    };
+    if let Some(q) = &g.query {
+        check_gate_query(f_query, q).map_err(rename(f_query, "query"))?;
+    }
+    let tags = memory::normalize_tags(&g.tags).map_err(rename(f_tags, "tags"))?;
+    if g.query.is_none() && tags.is_empty() {
+        let rule = match index {
+            None => "is required: give gate_query, or gate_tags for a tag-only gate".to_string(),
+            Some(_) => at("query", "or tags is required: a gate needs a query, tags, or both"),
+        };
+        return Err(Error::invalid(f_query, "(none)", rule));
+    }
+    let count = g.count.unwrap_or(1);
+    if !(1..=MAX_COUNT).contains(&count) {
+        return Err(Error::invalid(f_count, count, at("count", "must be an integer in 1-1000 (distinct memories that must pass)")));
+    }
+    let min_score = g.min_score.unwrap_or(shared.min_score);
+    memory::validate_score(f_min, min_score).map_err(rename(f_min, "min_score"))?;
+    let nli_min = g.nli_min.unwrap_or(shared.nli_min);
+    let verify = match (g.verify.as_deref().or(shared.verify), &g.query) {
+        (Some(v), Some(_)) => check_verify(v, nli_min).map_err(rename(f_verify, "verify"))?,
+        (None, Some(_)) => check_verify(&default_verify(), nli_min)?,
+        (None, None) => Vec::new(),
+        (Some(v), None) => {
+            let parsed = check_verify(v, nli_min).map_err(rename(f_verify, "verify"))?;
+            if let Some(text) = parsed.iter().find(|s| !matches!(s, VerifySpec::Cmd(_) | VerifySpec::None)) {
+                return Err(Error::invalid(
+                    f_verify,
+                    text.name(),
+                    at("verify", "does not apply to a tag-only gate (no query to check the memory's text against): only cmd:COMMAND or none"),
+                ));
+            }
+            parsed.into_iter().filter(|s| *s != VerifySpec::None).collect()
+        }
+    };
+    Ok(GateDef { query: g.query.clone(), tags, min_score, verify, nli_min, count: count as u32 })
+}
+
 /// A memory-gated (or demo) run, checked: the engine runs it as it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CheckedLoop {
@@ -286,13 +400,33 @@ impl TryFrom<LoopParams> for CheckedLoop {
             p.max_tokens,
             p.no_progress_window,
         )?;
-        check_gate_query("gate_query", &p.gate_query)?;
-        let gate_tags = memory::normalize_tags(&p.gate_tags).map_err(|e| match e {
-            Error::InvalidInput { value, rule, .. } => Error::InvalidInput { field: "gate_tags", value, rule },
-            other => other,
-        })?;
-        let gate_verify = check_verify(&p.gate_verify, p.gate_nli_min)?;
-        let gate = GateSpec::Memory { gate_query: p.gate_query, gate_tags, gate_verify, gate_nli_min: p.gate_nli_min };
+        let since = p.since.as_deref().map(crate::record::Since::parse).transpose()?;
+        let gate_mode = p.gate_mode.unwrap_or_default();
+        let shared = Shared { min_score: p.gate_min_score, verify: p.gate_verify.as_deref(), nli_min: p.gate_nli_min };
+        let gates = if p.gates.is_empty() {
+            let one = GateParams { query: p.gate_query, tags: p.gate_tags, min_score: None, verify: None, nli_min: None, count: p.gate_count };
+            vec![check_gate(&one, &shared, None)?]
+        } else {
+            if p.gate_query.is_some() || !p.gate_tags.is_empty() || p.gate_count.is_some() {
+                return Err(Error::invalid(
+                    "gates",
+                    format!("{} gates", p.gates.len()),
+                    "cannot be combined with gate_query, gate_tags or gate_count: give each gate's query, tags and count inside gates",
+                ));
+            }
+            if p.gates.len() > MAX_GATES {
+                return Err(Error::invalid("gates", format!("{} gates", p.gates.len()), "must hold 1-16 gates"));
+            }
+            p.gates.iter().enumerate().map(|(i, g)| check_gate(g, &shared, Some(i))).collect::<Result<Vec<_>>>()?
+        };
+        let plain = gates.len() == 1 && since.is_none() && gates[0].count == 1 && gates[0].query.is_some();
+        let gate = if plain {
+            // The shape every release reads.
+            let g = gates.into_iter().next().expect("one gate");
+            GateSpec::Memory { gate_query: g.query.unwrap_or_default(), gate_tags: g.tags, gate_verify: g.verify, gate_nli_min: g.nli_min }
+        } else {
+            GateSpec::Gates { gates, gate_mode, since }
+        };
         let notes = unreachable_bounds(&limits);
         Ok(CheckedLoop { name: p.name, limits, clamped, notes, gate })
     }
@@ -454,7 +588,8 @@ mod tests {
         let cases: Vec<Case> = vec![
             (|p| p.name = "bad name".into(), "name"),
             (|p| p.name = String::new(), "name"),
-            (|p| p.gate_query = String::new(), "gate_query"),
+            (|p| p.gate_query = Some(String::new()), "gate_query"),
+            (|p| p.gate_query = None, "gate_query"),
             (|p| p.gate_min_score = f64::NAN, "gate_min_score"),
             (|p| p.gate_min_score = 2.0, "gate_min_score"),
             (|p| p.max_iterations = 0, "max_iterations"),
@@ -465,11 +600,22 @@ mod tests {
             (|p| p.max_tokens = -1, "max_tokens"),
             (|p| p.no_progress_window = -2, "no_progress_window"),
             (|p| p.gate_tags = vec!["a b".into()], "gate_tags"),
-            (|p| p.gate_verify = vec!["regex:x".into()], "gate_verify"),
-            (|p| p.gate_verify = vec![], "gate_verify"),
-            (|p| p.gate_verify = vec!["none".into(), "guard".into()], "gate_verify"),
-            (|p| p.gate_verify = vec!["cmd:".into()], "gate_verify"),
-            (|p| p.gate_verify = vec!["nli:/nonexistent/model".into()], "gate_verify"),
+            (|p| p.gate_verify = Some(vec!["regex:x".into()]), "gate_verify"),
+            (|p| p.gate_verify = Some(vec![]), "gate_verify"),
+            (|p| p.gate_verify = Some(vec!["none".into(), "guard".into()]), "gate_verify"),
+            (|p| p.gate_verify = Some(vec!["cmd:".into()]), "gate_verify"),
+            (|p| p.gate_verify = Some(vec!["nli:/nonexistent/model".into()]), "gate_verify"),
+            (|p| p.gate_count = Some(0), "gate_count"),
+            (|p| p.gate_count = Some(1001), "gate_count"),
+            (|p| p.since = Some("yesterday".into()), "since"),
+            (|p| p.since = Some("2999-01-01T00:00:00Z".into()), "since"),
+            (|p| p.since = Some("#-3".into()), "since"),
+            (|p| p.since = Some("0m".into()), "since"),
+            (|p| p.gates = vec![GateParams { query: Some("a".into()), ..Default::default() }], "gates"),
+            (|p| (p.gate_query, p.gates) = (None, vec![GateParams::default()]), "gates"),
+            (|p| (p.gate_query, p.gates) = (None, vec![GateParams { query: Some("a".into()), count: Some(0), ..Default::default() }]), "gates"),
+            (|p| (p.gate_query, p.gates) = (None, vec![GateParams { query: Some("a".into()), ..Default::default() }; 17]), "gates"),
+            (|p| (p.gate_query, p.gate_tags, p.gate_verify) = (None, vec!["t".into()], Some(vec!["model".into()])), "gate_verify"),
             (|p| p.gate_nli_min = 1.5, "gate_nli_min"),
             (|p| p.gate_nli_min = f64::NAN, "gate_nli_min"),
         ];

@@ -45,8 +45,30 @@ pub struct RunResult {
     pub laps: i64,
     pub run_id: String,
     pub termination: Termination,
+    /// The memory that ended the run: with one gate, the best that passed it; with several,
+    /// the best of the first gate (in the run's order) that passed.
     #[serde(rename = "match", skip_serializing_if = "Option::is_none")]
     pub matched: Option<Match>,
+    /// Per gate, in the run's order: the memories that passed it, best first, and whether it
+    /// passed (empty for the demo's stub gate).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<GateMatches>,
+}
+
+/// One gate of a run and the memories that passed it.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+pub struct GateMatches {
+    /// 1-based, in the run's order.
+    pub gate: usize,
+    /// Its query (absent for a tag-only gate).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    pub tags: Vec<String>,
+    /// How many distinct memories had to pass it.
+    pub count: u32,
+    pub passed: bool,
+    /// Best first.
+    pub memories: Vec<Match>,
 }
 
 /// One lap as reported to a live observer (the CLI prints these as they happen; MCP sends

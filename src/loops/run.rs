@@ -31,11 +31,11 @@ use std::time::{Duration, Instant};
 use super::gate::{Gate, Observation};
 use super::ledger::{self, Driver, LapInput, Ledger};
 use super::params::CheckedLoop;
-use super::result::{LapEvent, Match, RunResult, Termination};
+use super::result::{GateMatches, LapEvent, Match, RunResult, Termination};
 use crate::engine::Engine;
 use crate::feed::{Feed, Signal};
 use crate::memory::Hit;
-use crate::record::{RunParams, RunStatus};
+use crate::record::{GateSpec, RunParams, RunStatus};
 use crate::Result;
 
 /// Longest sleep between two cancellation checks.
@@ -203,20 +203,7 @@ pub fn run(
     };
     let status = outcome.status.unwrap_or(RunStatus::Cancelled);
     let reason = outcome.reason.unwrap_or_else(|| ledger::reason(status, lap, &obs.detail, limits, tokens));
-    let matched = match (status, obs.best_memory_id) {
-        (RunStatus::Converged, Some(id)) => or_fail!(ledger, lap, engine.get(&[id])).into_iter().next().map(|m| Match {
-            hit: Hit {
-                id: m.id,
-                content: m.content,
-                tags: m.tags,
-                score: obs.best_score.unwrap_or_default(),
-                created_at: m.created_at,
-                kind: m.kind,
-            },
-            verified_by: obs.verified_by.clone(),
-        }),
-        _ => None,
-    };
+    let (matched, matches) = or_fail!(ledger, lap, matches(engine, spec, status, &obs));
     let result = RunResult {
         ok: true,
         status,
@@ -235,8 +222,54 @@ pub fn run(
             rejected_candidates,
         },
         matched,
+        matches,
     };
     Ok(ledger.finish(result))
+}
+
+/// The run's `match` and `matches` from its last observation: every gate's passed memories,
+/// read once, best first; `match` is the best of the first gate that passed, when the run
+/// converged.
+fn matches(engine: &Engine, spec: &CheckedLoop, status: RunStatus, obs: &Observation) -> Result<(Option<Match>, Vec<GateMatches>)> {
+    if obs.gates.is_empty() {
+        return Ok((None, Vec::new()));
+    }
+    let defs: Vec<(Option<String>, Vec<String>)> = match &spec.gate {
+        GateSpec::Memory { gate_query, gate_tags, .. } => vec![(Some(gate_query.clone()), gate_tags.clone())],
+        GateSpec::Gates { gates, .. } => gates.iter().map(|g| (g.query.clone(), g.tags.clone())).collect(),
+        _ => Vec::new(),
+    };
+    let ids: Vec<i64> = obs.gates.iter().flat_map(|g| g.accepted.iter().map(|s| s.id)).collect();
+    let rows = if ids.is_empty() { Vec::new() } else { engine.get(&ids)? };
+    let mut out = Vec::with_capacity(obs.gates.len());
+    for (i, g) in obs.gates.iter().enumerate() {
+        let (query, tags) = defs.get(i).cloned().unwrap_or_default();
+        let tag_only = query.is_none();
+        let memories = g
+            .accepted
+            .iter()
+            .filter_map(|s| rows.iter().find(|m| m.id == s.id).map(|m| (s, m)))
+            .map(|(s, m)| Match {
+                hit: Hit {
+                    id: m.id,
+                    content: m.content.clone(),
+                    tags: m.tags.clone(),
+                    // A tag-only gate does not score; its matches show 1.0 (every tag held).
+                    score: if tag_only { 1.0 } else { s.score },
+                    created_at: m.created_at.clone(),
+                    kind: m.kind,
+                },
+                verified_by: g.verified_by.clone(),
+            })
+            .collect();
+        out.push(GateMatches { gate: i + 1, query, tags, count: g.count, passed: g.passed(), memories });
+    }
+    let matched = if status == RunStatus::Converged {
+        out.iter().find(|g| g.passed).and_then(|g| g.memories.first().cloned())
+    } else {
+        None
+    };
+    Ok((matched, out))
 }
 
 /// The observation of a lap on which the shared store could not be reached: nothing new
@@ -251,6 +284,7 @@ fn unreachable_lap(last: Option<&Observation>, e: &crate::Error) -> Observation 
         detail: String::new(),
         rejected: Vec::new(),
         verified_by: Vec::new(),
+        gates: Vec::new(),
     });
     obs.rejected.clear();
     obs.detail = format!("the store is unreachable, nothing new this lap ({e})");

@@ -333,7 +333,8 @@ impl SlmServer {
     /// Block until a memory matching gate_query is retrievable with exact cosine >= gate_min_score, under hard bounds (laps, wall-clock, tokens, no-progress). Every lap is written to a durable ledger. Ending on a bound is a normal result (ok: true). Sends one progress notification per lap; cancellable.
     #[tool(annotations(title = "Run a bounded loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
     async fn slm_loop_run(&self, Parameters(p): Parameters<LoopParams>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, ToolError> {
-        if let Some(c) = p.gate_verify.iter().find(|v| v.starts_with("cmd:")) {
+        let verifiers = p.gate_verify.iter().flatten().chain(p.gates.iter().flat_map(|g| g.verify.iter().flatten()));
+        if let Some(c) = verifiers.into_iter().find(|v| v.starts_with("cmd:")) {
             let e = Error::invalid("gate_verify", c, "cmd: verifiers run shell commands and are CLI-only; an MCP tool never runs one");
             return Err(ToolError::from(&e));
         }

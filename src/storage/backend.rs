@@ -156,6 +156,9 @@ impl Store {
     pub fn max_id(&self) -> Result<i64> {
         both!(self, s => s.max_id())
     }
+    pub fn last_id_before(&self, at: &str) -> Result<i64> {
+        both!(self, s => s.last_id_before(at))
+    }
     /// `(max_id, max_issued_id)`: one round trip on PostgreSQL; the issued id read second.
     pub fn id_marks(&self) -> Result<(i64, i64)> {
         both!(self, s => s.id_marks())

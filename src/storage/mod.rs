@@ -736,6 +736,14 @@ impl SqliteStore {
     }
 
     /// Which of `ids` still exist (a cheap primary-key probe per id).
+    /// The id of the newest row written before `at` (RFC 3339 UTC; stored times compare as
+    /// text), 0 when none. Scans ids downwards, so a recent `at` reads few rows.
+    pub fn last_id_before(&self, at: &str) -> Result<i64> {
+        self.conn
+            .query_row("SELECT coalesce((SELECT id FROM memories WHERE created_at < ?1 ORDER BY id DESC LIMIT 1), 0)", [at], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+
     pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
         let mut stmt = self.conn.prepare_cached("SELECT 1 FROM memories WHERE id = ?1").map_err(|e| self.err(e))?;
         let mut out = Vec::new();

@@ -8,6 +8,7 @@ mod agent_loops;
 mod cli_conventions;
 mod common;
 mod concurrency;
+mod coordination;
 mod dashboard;
 mod deps;
 mod docs;

@@ -65,6 +65,12 @@ impl Rejected {
     pub fn sentence(&self) -> String {
         format!("#{} scored {:.3} but {} ({})", self.id, self.score, self.reason, self.rule)
     }
+
+    /// The sentence for a tag-only gate's candidate, which has no score: `#17 carries the
+    /// gate tags but ...`.
+    pub fn sentence_unscored(&self) -> String {
+        format!("#{} carries the gate tags but {} ({})", self.id, self.reason, self.rule)
+    }
 }
 
 /// One verifier of a chain.

@@ -585,6 +585,18 @@ impl PgStore {
         Ok(ids.iter().filter_map(|id| by_id.remove(id).map(|(b, c)| (*id, b, c))).collect())
     }
 
+    /// See [`crate::storage::SqliteStore::last_id_before`].
+    pub fn last_id_before(&self, at: &str) -> Result<i64> {
+        let row = self
+            .client()?
+            .query_typed_one(
+                "SELECT coalesce((SELECT id FROM memories WHERE created_at < $1 ORDER BY id DESC LIMIT 1), 0)",
+                &[(&at, ::postgres::types::Type::TEXT)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(row.get(0))
+    }
+
     pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
         let rows = self
             .client()?

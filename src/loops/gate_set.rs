@@ -1,0 +1,83 @@
+//! Several gates in one run: a [`GateSet`] of [`MemoryGate`]s joined by `gate_mode`.
+//!
+//! Each lap asks every gate (each sweeps only what arrived since its last look, so an idle
+//! lap costs each gate a poll), then joins their answers: `all` passes when every gate has
+//! its `count` of memories, `any` when one has. A gate that has passed stays passed while
+//! its memories exist (each gate rechecks its own). The lap's detail says how far the run
+//! is (`2 of 3 gates passed; gate 3: 5 of 8 memories`), then each gate's own detail. The
+//! runner, the bounds and the ledger see one gate: a lap counts once whatever the number of
+//! gates.
+
+use std::time::Instant;
+
+use super::gate::{Gate, MemoryGate, Observation};
+use crate::record::GateMode;
+use crate::Result;
+
+/// Gates joined by a mode.
+pub struct GateSet<'e> {
+    gates: Vec<MemoryGate<'e>>,
+    mode: GateMode,
+}
+
+impl<'e> GateSet<'e> {
+    pub fn new(gates: Vec<MemoryGate<'e>>, mode: GateMode) -> GateSet<'e> {
+        GateSet { gates, mode }
+    }
+}
+
+impl Gate for GateSet<'_> {
+    fn observe(&mut self, lap: i64, deadline: Instant) -> Result<Observation> {
+        let mut seen = Vec::with_capacity(self.gates.len());
+        for g in &mut self.gates {
+            seen.push(g.observe(lap, deadline)?);
+        }
+        let done = seen.iter().filter(|o| o.passed).count();
+        let passed = match self.mode {
+            GateMode::All => done == seen.len(),
+            GateMode::Any => done > 0,
+        };
+        let mut detail = format!(
+            "{done} of {} gates passed ({} needed)",
+            seen.len(),
+            match self.mode {
+                GateMode::All => "all",
+                GateMode::Any => "any",
+            }
+        );
+        for (i, o) in seen.iter().enumerate() {
+            detail.push_str(&format!("; gate {}: {}", i + 1, o.detail));
+        }
+        // The memory that reports the run: the passing gate's, else the best seen anywhere.
+        let lead = seen
+            .iter()
+            .find(|o| o.passed)
+            .or_else(|| seen.iter().filter(|o| o.best_score.is_some()).max_by(|a, b| a.best_score.partial_cmp(&b.best_score).unwrap_or(std::cmp::Ordering::Equal)))
+            .or(seen.first());
+        let (best_score, best_memory_id, verified_by) =
+            lead.map_or((None, None, Vec::new()), |o| (o.best_score, o.best_memory_id, o.verified_by.clone()));
+        Ok(Observation {
+            passed,
+            best_score,
+            best_memory_id,
+            eligible: seen.iter().map(|o| o.eligible).sum(),
+            detail,
+            rejected: seen.iter().flat_map(|o| o.rejected.iter().cloned()).collect(),
+            verified_by: if passed { verified_by } else { Vec::new() },
+            gates: seen.into_iter().flat_map(|o| o.gates).collect(),
+        })
+    }
+
+    fn setup_tokens(&self) -> u64 {
+        self.gates.iter().map(|g| g.setup_tokens()).sum()
+    }
+
+    fn probe(&mut self) -> Result<bool> {
+        // Every gate takes in what arrived, whichever answers first.
+        let mut fresh = false;
+        for g in &mut self.gates {
+            fresh |= g.probe()?;
+        }
+        Ok(fresh)
+    }
+}
