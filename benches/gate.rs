@@ -15,8 +15,8 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use slm::embed::OnnxEmbedder;
 use slm::engine::{DataRoot, Engine};
 use slm::loops::{Gate, MemoryGate};
-use slm::record::{GateDef, VerifySpec};
 use slm::memory::Kind;
+use slm::record::{GateDef, VerifySpec};
 
 mod common;
 
@@ -49,7 +49,14 @@ fn sizes() -> Vec<usize> {
 /// The default verifier chain (the guard), as a product run builds it.
 /// The benchmarked gate: the query, the threshold, the guard.
 fn guard_gate() -> GateDef {
-    GateDef { query: Some(QUERY.into()), tags: Vec::new(), min_score: THRESHOLD as f64, verify: vec![VerifySpec::Guard], nli_min: 0.5, count: 1 }
+    GateDef {
+        query: Some(QUERY.into()),
+        tags: Vec::new(),
+        min_score: THRESHOLD as f64,
+        verify: vec![VerifySpec::Guard],
+        nli_min: 0.5,
+        count: 1,
+    }
 }
 
 fn far() -> Instant {
@@ -111,7 +118,13 @@ fn bench_polls(c: &mut Criterion) {
                             let rows: Vec<slm::storage::NewRow<'_>> = texts
                                 .iter()
                                 .zip(&vecs)
-                                .map(|(c, v)| slm::storage::NewRow { kind: Kind::Memory, content: c, tags: &none, embedding: v, created_at: None })
+                                .map(|(c, v)| slm::storage::NewRow {
+                                    kind: Kind::Memory,
+                                    content: c,
+                                    tags: &none,
+                                    embedding: v,
+                                    created_at: None,
+                                })
                                 .collect();
                             writer.insert(&rows).unwrap();
                         }

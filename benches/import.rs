@@ -41,7 +41,9 @@ fn lines(style: Style) -> Vec<String> {
     common::synthetic(LINES, SEED)
         .iter()
         .enumerate()
-        .map(|(i, v)| format!(r#"{{"content":"the build of service {i} passed","tags":["bench","t{}"],"embedding":{}}}"#, i % 100, style(v)))
+        .map(|(i, v)| {
+            format!(r#"{{"content":"the build of service {i} passed","tags":["bench","t{}"],"embedding":{}}}"#, i % 100, style(v))
+        })
         .collect()
 }
 
@@ -55,9 +57,7 @@ fn bench_parse(c: &mut Criterion) {
     for (name, style) in styles {
         let input = lines(style);
         assert!(input.iter().all(|l| split_line(l).is_some()), "{name}: every line parses");
-        g.bench_function(name, |b| {
-            b.iter(|| input.iter().map(|l| split_line(l).map_or(0, |(r, v)| r.len() + v.len())).sum::<usize>())
-        });
+        g.bench_function(name, |b| b.iter(|| input.iter().map(|l| split_line(l).map_or(0, |(r, v)| r.len() + v.len())).sum::<usize>()));
     }
     g.finish();
 }

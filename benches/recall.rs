@@ -17,8 +17,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 
 use slm::embed::{Embedder, OnnxEmbedder};
 use slm::index::exact;
-use slm::index::Filter;
 use slm::index::hnsw::HnswIndex;
+use slm::index::Filter;
 use slm::index::VectorSet;
 use slm::memory::Kind;
 use slm::spaces::{cosine, cosine_plain};
@@ -110,8 +110,7 @@ fn bench_embed(c: &mut Criterion) {
     }
     let mut g = c.benchmark_group("embed");
     g.bench_function("one_short_query", |b| b.iter(|| e.embed_one("PR 42 approved").unwrap()));
-    let texts: Vec<String> =
-        (0..64).map(|i| format!("imported note number {i}: the deploy of service {} finished", i * 7)).collect();
+    let texts: Vec<String> = (0..64).map(|i| format!("imported note number {i}: the deploy of service {} finished", i * 7)).collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     g.throughput(Throughput::Elements(64));
     g.bench_function("batch_64", |b| b.iter(|| e.embed(&refs).unwrap()));
@@ -128,8 +127,7 @@ fn bench_embed(c: &mut Criterion) {
     g.bench_function("remember_batch_256", |b| {
         b.iter(|| {
             round += 1;
-            let texts: Vec<String> =
-                (0..slm::import::BATCH).map(|i| format!("round {round} note {i}: build {} is green", i * 3)).collect();
+            let texts: Vec<String> = (0..slm::import::BATCH).map(|i| format!("round {round} note {i}: build {} is green", i * 3)).collect();
             let rows: Vec<(&str, Vec<String>)> = texts.iter().map(|t| (t.as_str(), Vec::new())).collect();
             engine.insert_rows(Kind::Memory, &rows).unwrap()
         })

@@ -24,7 +24,9 @@ const BATCH: usize = 32;
 
 fn memories() -> Vec<String> {
     let kinds = ["deployed to production", "built and pushed", "rolled back", "live in staging", "scheduled for Friday"];
-    (0..BATCH).map(|i| format!("release {i}: v5.0 {} after the change review, checks {} of 12 green", kinds[i % kinds.len()], i % 13)).collect()
+    (0..BATCH)
+        .map(|i| format!("release {i}: v5.0 {} after the change review, checks {} of 12 green", kinds[i % kinds.len()], i % 13))
+        .collect()
 }
 
 fn bench(c: &mut Criterion) {

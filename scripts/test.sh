@@ -107,7 +107,13 @@ else
 fi
 rm -f "$smoke_log"
 
-stage "clippy"
+stage "format and clippy"
+# rustfmt.toml: max_width 140. A rustup toolchain ships rustfmt; one without it skips the check.
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --check
+else
+  echo "== cargo fmt not installed: format not checked"
+fi
 cargo clippy --release --all-targets --locked -- -D warnings
 
 # cargo-deny (deny.toml): licenses, banned crates, sources. It is run only when already

@@ -100,11 +100,7 @@ impl DataRoot {
         if self.explicit {
             let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
             if !parent.is_dir() {
-                return Err(Error::invalid(
-                    "data_dir",
-                    dir.display(),
-                    format!("its parent directory {} must exist", parent.display()),
-                ));
+                return Err(Error::invalid("data_dir", dir.display(), format!("its parent directory {} must exist", parent.display())));
             }
             std::fs::create_dir(dir).or_else(|e| if dir.is_dir() { Ok(()) } else { Err(e) })
         } else {
@@ -295,9 +291,7 @@ impl Engine {
                 if !crate::feed::enabled() {
                     return None;
                 }
-                let feed = Feed::watch(&self.root)
-                    .map_err(|e| tracing::warn!("no change feed, loops will poll: {e}"))
-                    .ok()?;
+                let feed = Feed::watch(&self.root).map_err(|e| tracing::warn!("no change feed, loops will poll: {e}")).ok()?;
                 if let Location::Postgres(url) = &self.location {
                     // Other hosts' commits arrive by NOTIFY; this host's also by the file.
                     crate::storage::pg::listen::spawn(url.clone(), feed.notifier());
@@ -604,9 +598,7 @@ impl Engine {
                 // Rows of an embedder's matrix are contiguous (standard layout).
                 embedding: match given_at(i) {
                     Some(v) => v,
-                    None => embedded_row(i)
-                        .and_then(|n| vectors.as_ref().and_then(|m| m.row(n).to_slice()))
-                        .unwrap_or(&[]),
+                    None => embedded_row(i).and_then(|n| vectors.as_ref().and_then(|m| m.row(n).to_slice())).unwrap_or(&[]),
                 },
             })
             .collect();
@@ -1024,7 +1016,10 @@ mod tests {
         e.remember("an unrelated memory", &[]).unwrap();
         let mut q = RecallQuery::new("gate command failed");
         q.tags = vec!["loop:agent".into()];
-        let want = crate::spaces::cosine(&HashEmbedder::vector("gate command failed"), &HashEmbedder::vector("loop agent lap 1: gate command failed"));
+        let want = crate::spaces::cosine(
+            &HashEmbedder::vector("gate command failed"),
+            &HashEmbedder::vector("loop agent lap 1: gate command failed"),
+        );
         let before = e.recall(&q).unwrap().hits;
         assert_eq!(before.len(), 1);
         assert_eq!(before[0].id, id);

@@ -113,7 +113,8 @@ impl Feed {
     /// Starts watching `data_root`'s feed folder (created if missing).
     pub fn watch(data_root: &Path) -> Result<Feed> {
         let dir: PathBuf = data_root.join(FEED_DIR);
-        let io = |e: &dyn std::fmt::Display| crate::Error::io(format!("cannot watch {}", dir.display()), std::io::Error::other(e.to_string()));
+        let io =
+            |e: &dyn std::fmt::Display| crate::Error::io(format!("cannot watch {}", dir.display()), std::io::Error::other(e.to_string()));
         std::fs::create_dir_all(&dir).map_err(|e| io(&e))?;
         let (gate, ledger) = (Arc::new(Signal::default()), Arc::new(Signal::default()));
         let control = Arc::new(AtomicU64::new(0));
@@ -206,11 +207,7 @@ impl Notifier {
 impl Feed {
     /// A handle that bumps this feed's signals (see [`Notifier`]).
     pub fn notifier(&self) -> Notifier {
-        Notifier {
-            gate: Arc::downgrade(&self.gate),
-            control: Arc::downgrade(&self.control),
-            ledger: Arc::downgrade(&self.ledger),
-        }
+        Notifier { gate: Arc::downgrade(&self.gate), control: Arc::downgrade(&self.control), ledger: Arc::downgrade(&self.ledger) }
     }
 }
 

@@ -20,23 +20,23 @@
 //! # Ok(()) }
 //! ```
 
-pub mod embed;
 pub mod dashboard;
+pub mod embed;
 pub mod engine;
+mod error;
 pub mod export;
 pub mod feed;
 pub mod fresh;
-mod error;
 pub mod import;
 pub mod index;
 pub mod loops;
 pub mod mcp;
-pub mod serve;
 pub mod memory;
 pub mod memstat;
 pub mod mirror;
 pub mod nli;
 pub mod record;
+pub mod serve;
 pub mod spaces;
 pub mod storage;
 

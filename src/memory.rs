@@ -90,11 +90,7 @@ pub fn validate_content(field: &'static str, content: &str) -> Result<()> {
         return Err(Error::invalid(field, content, "must be 1 byte to 64 KiB of text; it is empty"));
     }
     if content.len() > MAX_CONTENT_BYTES {
-        return Err(Error::invalid(
-            field,
-            content,
-            format!("must be 1 byte to 64 KiB of text; it is {} bytes", content.len()),
-        ));
+        return Err(Error::invalid(field, content, format!("must be 1 byte to 64 KiB of text; it is {} bytes", content.len())));
     }
     Ok(())
 }

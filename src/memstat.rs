@@ -34,7 +34,11 @@ pub struct ProcessMemory {
 pub fn resident() -> (Option<u64>, Option<u64>, Option<u64>) {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return (None, None, None) };
     let field = |name: &str| {
-        status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok()).map(|kb| kb * 1024)
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
     };
     (field("VmRSS:"), field("RssAnon:"), field("RssFile:"))
 }

@@ -217,12 +217,7 @@ impl Mirror {
         let id = st.store_id.ok_or_else(|| Error::Corrupt("store id missing".into()))?;
         let forgotten = std::mem::take(&mut st.forgotten);
         let mut report = self.report();
-        let head = d.append(
-            &id,
-            &forgotten,
-            &mut |after, visit| store.lock().vectors_after(after, None, visit),
-            &mut |n| report(n),
-        )?;
+        let head = d.append(&id, &forgotten, &mut |after, visit| store.lock().vectors_after(after, None, visit), &mut |n| report(n))?;
         if head.is_none() {
             // Another store's files: replace them.
             self.rebuild_locked(d, st, store)?;
@@ -315,11 +310,10 @@ impl Mirror {
 
     /// Rewrites the files from the store (compacting forgotten rows) and maps them.
     pub fn rebuild(&self, store: &Mutex<Store>, index: &Searcher) -> Result<IndexFiles> {
-        let d = self.derived.as_ref().ok_or_else(|| Error::invalid(
-            "index",
-            "",
-            "derived files are disabled here (read-only data root or SLM_INDEX_FILES=off)",
-        ))?;
+        let d = self
+            .derived
+            .as_ref()
+            .ok_or_else(|| Error::invalid("index", "", "derived files are disabled here (read-only data root or SLM_INDEX_FILES=off)"))?;
         let mut st = self.state.lock();
         let id = match store.lock().meta(STORE_ID_META)? {
             Some(id) => id,

@@ -82,16 +82,14 @@ pub(crate) struct LabelMap {
 /// export (whose meaning we cannot know) is refused rather than guessed. Two-label models
 /// (`entailment` / `not_entailment`) are fine.
 pub(crate) fn parse_config(text: &str) -> std::result::Result<LabelMap, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("config.json is not valid JSON: {e}"))?;
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("config.json is not valid JSON: {e}"))?;
     let id2label = v
         .get("id2label")
         .and_then(|m| m.as_object())
         .ok_or("config.json has no id2label object naming the labels (entailment, contradiction, neutral)")?;
     let mut by_index = BTreeMap::new();
     for (k, name) in id2label {
-        let i: usize =
-            k.trim().parse().map_err(|_| format!("config.json id2label key {k:?} is not an index"))?;
+        let i: usize = k.trim().parse().map_err(|_| format!("config.json id2label key {k:?} is not an index"))?;
         let name = name.as_str().ok_or_else(|| format!("config.json id2label[{k:?}] is not a string"))?;
         if by_index.insert(i, name.to_string()).is_some() {
             return Err(format!("config.json id2label has index {i} twice"));
@@ -104,8 +102,7 @@ pub(crate) fn parse_config(text: &str) -> std::result::Result<LabelMap, String> 
     let labels: Vec<String> = by_index.into_values().collect();
     let find = |want: &str| labels.iter().position(|l| l.trim().eq_ignore_ascii_case(want));
     let names = labels.join(", ");
-    let entailment = find("entailment")
-        .ok_or_else(|| format!("config.json id2label has no entailment label (labels: {names})"))?;
+    let entailment = find("entailment").ok_or_else(|| format!("config.json id2label has no entailment label (labels: {names})"))?;
     if n > 2 && find("contradiction").is_none() {
         return Err(format!("config.json id2label has no contradiction label (labels: {names})"));
     }
@@ -162,13 +159,11 @@ impl NliModel {
     pub fn load(dir: &Path) -> Result<NliModel> {
         check_dir(dir)?;
         let config_path = dir.join("config.json");
-        let config = std::fs::read_to_string(&config_path)
-            .map_err(|e| invalid(&config_path, format!("cannot read config.json: {e}")))?;
+        let config = std::fs::read_to_string(&config_path).map_err(|e| invalid(&config_path, format!("cannot read config.json: {e}")))?;
         let map = parse_config(&config).map_err(|rule| invalid(&config_path, rule))?;
 
         let tok_path = dir.join("tokenizer.json");
-        let mut tokenizer = Tokenizer::from_file(&tok_path)
-            .map_err(|e| invalid(&tok_path, format!("cannot read tokenizer.json: {e}")))?;
+        let mut tokenizer = Tokenizer::from_file(&tok_path).map_err(|e| invalid(&tok_path, format!("cannot read tokenizer.json: {e}")))?;
         // The longest input: the tokenizer's own truncation if it has one (it was exported
         // with the model), else the model's positions capped at 512 (RoBERTa says 514 because
         // two positions are reserved), else 512.
@@ -186,8 +181,7 @@ impl NliModel {
                 if let Some(t) = tokenizer.id_to_token(id) {
                     p.pad_token = t;
                 }
-            } else if let Some(id) = tokenizer.token_to_id("<pad>").filter(|_| tokenizer.token_to_id("[PAD]").is_none())
-            {
+            } else if let Some(id) = tokenizer.token_to_id("<pad>").filter(|_| tokenizer.token_to_id("[PAD]").is_none()) {
                 p.pad_id = id;
                 p.pad_token = "<pad>".into();
             }
@@ -214,9 +208,7 @@ impl NliModel {
         let input_type = session.inputs()[0].dtype().tensor_type();
         let input_type = match input_type {
             Some(t @ (TensorElementType::Int64 | TensorElementType::Int32)) => t,
-            other => {
-                return Err(invalid(&model_path, format!("model.onnx inputs must be int64 or int32, not {other:?}")))
-            }
+            other => return Err(invalid(&model_path, format!("model.onnx inputs must be int64 or int32, not {other:?}"))),
         };
         if session.outputs().is_empty() {
             return Err(invalid(&model_path, "model.onnx has no output"));
@@ -261,9 +253,8 @@ impl NliModel {
         if enc.iter().any(|e| e.len() != seq) {
             return Err(model_error("the tokenizer returned a ragged batch"));
         }
-        let flat = |f: fn(&tokenizers::Encoding) -> &[u32]| -> Vec<i64> {
-            enc.iter().flat_map(|e| f(e).iter().map(|&x| i64::from(x))).collect()
-        };
+        let flat =
+            |f: fn(&tokenizers::Encoding) -> &[u32]| -> Vec<i64> { enc.iter().flat_map(|e| f(e).iter().map(|&x| i64::from(x))).collect() };
         let mut feed: Vec<(&str, ort::value::DynValue)> = Vec::with_capacity(3);
         let mut add = |name: &'static str, data: Vec<i64>| -> Result<()> {
             let value = match self.input_type {
@@ -286,9 +277,8 @@ impl NliModel {
 
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
         let outputs = session.run(feed).map_err(|e| model_error(format!("inference failed: {e}")))?;
-        let (shape, logits) = outputs[0]
-            .try_extract_tensor::<f32>()
-            .map_err(|e| model_error(format!("the first output is not a float tensor: {e}")))?;
+        let (shape, logits) =
+            outputs[0].try_extract_tensor::<f32>().map_err(|e| model_error(format!("the first output is not a float tensor: {e}")))?;
         let n = self.labels.len();
         if shape.len() != 2 || shape[0] as usize != batch || shape[1] as usize != n {
             return Err(model_error(format!(
@@ -307,14 +297,10 @@ fn open_session(dir: &Path) -> Result<Session> {
     let ort_lib = ModelFiles::locate_ort_lib()?;
     // `runtime` only reads `ort_lib`; if the embedder already started the environment, this
     // returns that one and the path is not used again.
-    let env = crate::embed::runtime(&ModelFiles { model_dir: dir.to_path_buf(), ort_lib })
-        .map_err(|message| Error::Model { message })?;
+    let env = crate::embed::runtime(&ModelFiles { model_dir: dir.to_path_buf(), ort_lib }).map_err(|message| Error::Model { message })?;
     let model_path: PathBuf = dir.join("model.onnx");
     let bad = |e: &dyn std::fmt::Display| invalid(&model_path, format!("ONNX Runtime cannot load model.onnx: {e}"));
-    Session::builder(&env)
-        .map_err(|e| model_error(&e))?
-        .commit_from_file(&model_path)
-        .map_err(|e| bad(&e))
+    Session::builder(&env).map_err(|e| model_error(&e))?.commit_from_file(&model_path).map_err(|e| bad(&e))
 }
 
 #[cfg(test)]
@@ -323,10 +309,8 @@ mod tests {
 
     #[test]
     fn nli_config_maps_labels_in_any_order_and_case() {
-        let m = parse_config(
-            r#"{"id2label": {"2": "NEUTRAL", "0": "Contradiction", "1": "ENTAILMENT"}, "max_position_embeddings": 514}"#,
-        )
-        .unwrap();
+        let m = parse_config(r#"{"id2label": {"2": "NEUTRAL", "0": "Contradiction", "1": "ENTAILMENT"}, "max_position_embeddings": 514}"#)
+            .unwrap();
         assert_eq!(m.labels, ["Contradiction", "ENTAILMENT", "NEUTRAL"]);
         assert_eq!(m.entailment, 1);
         assert_eq!(m.max_positions, Some(514));

@@ -60,10 +60,7 @@ impl RunStatus {
 
     /// Parses a stored status.
     pub fn parse(s: &str) -> Result<RunStatus> {
-        Self::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| Error::Corrupt(format!("unknown run status {s:?}")))
+        Self::ALL.into_iter().find(|st| st.as_str() == s).ok_or_else(|| Error::Corrupt(format!("unknown run status {s:?}")))
     }
 
     /// True for every status but `running`.
@@ -471,7 +468,10 @@ mod tests {
         assert_eq!(RunParams::parse("r", &p.to_json()).unwrap(), p);
         // Agent-driven runs were already flat.
         let flat = r#"{"gate":"command","gate_cmd":"make test","limits":{"max_iterations":3,"max_wallclock_s":5.0,"poll_interval_s":1.0,"max_tokens":0,"no_progress_window":0,"gate_min_score":0.5},"deadline_ms":9}"#;
-        assert_eq!(RunParams::parse("r", flat).unwrap().gate, GateSpec::Command { gate_cmd: "make test".into(), deadline_ms: 9, gate_env: None });
+        assert_eq!(
+            RunParams::parse("r", flat).unwrap().gate,
+            GateSpec::Command { gate_cmd: "make test".into(), deadline_ms: 9, gate_env: None }
+        );
         let nested = r#"{"limits":{"max_iterations":3,"max_wallclock_s":5.0,"poll_interval_s":1.0,"max_tokens":0,"no_progress_window":0,"gate_min_score":0.5},"gate":{"gate":"memory","gate_query":"q","gate_tags":["a"]}}"#;
         let n = RunParams::parse("r", nested).unwrap();
         let plain = GateSpec::Memory { gate_query: "q".into(), gate_tags: vec!["a".into()], gate_verify: vec![], gate_nli_min: 0.5 };

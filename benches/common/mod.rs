@@ -22,8 +22,7 @@ fn normalize(mut v: Vec<f32>) -> Vec<f32> {
 /// same distribution, so queries look like the data they search.
 pub fn synthetic(n: usize, seed: u64) -> Vec<Vec<f32>> {
     let mut crng = StdRng::seed_from_u64(CENTRE_SEED);
-    let centres: Vec<Vec<f32>> =
-        (0..CLUSTERS).map(|_| normalize((0..DIM).map(|_| crng.random_range(-1.0..1.0)).collect())).collect();
+    let centres: Vec<Vec<f32>> = (0..CLUSTERS).map(|_| normalize((0..DIM).map(|_| crng.random_range(-1.0..1.0)).collect())).collect();
     let mut rng = StdRng::seed_from_u64(seed);
     (0..n)
         .map(|_| {
@@ -32,7 +31,6 @@ pub fn synthetic(n: usize, seed: u64) -> Vec<Vec<f32>> {
         })
         .collect()
 }
-
 
 /// Writes `n` memories with synthetic vectors (ids continue from what is stored), in
 /// transactions of 10k rows, recording the product model's name so the engine accepts them.
@@ -51,7 +49,13 @@ pub fn fill_store(dir: &std::path::Path, n: usize, seed: u64) {
         let rows: Vec<slm::storage::NewRow<'_>> = contents
             .iter()
             .zip(&vecs)
-            .map(|(c, v)| slm::storage::NewRow { kind: slm::memory::Kind::Memory, content: c, tags: &no_tags, embedding: v, created_at: None })
+            .map(|(c, v)| slm::storage::NewRow {
+                kind: slm::memory::Kind::Memory,
+                content: c,
+                tags: &no_tags,
+                embedding: v,
+                created_at: None,
+            })
             .collect();
         store.insert(&rows).unwrap();
         done += chunk;

@@ -181,7 +181,11 @@ impl TryFrom<RunArgs> for LoopParams {
                     None => text.clone(),
                 };
                 let gates: Vec<loops::params::GateParams> = serde_json::from_str(&json).map_err(|e| {
-                    slm::Error::invalid("gates", text, format!("must be a JSON array of gate objects (query, tags, min_score, verify, nli_min, count): {e}"))
+                    slm::Error::invalid(
+                        "gates",
+                        text,
+                        format!("must be a JSON array of gate objects (query, tags, min_score, verify, nli_min, count): {e}"),
+                    )
                 })?;
                 if gates.is_empty() {
                     return Err(slm::Error::invalid("gates", text, "must hold 1-16 gates"));
@@ -272,12 +276,8 @@ pub fn gate_eval(a: GateEvalArgs, json_out: bool) -> slm::Result<i32> {
     if specs.iter().any(|s| matches!(s, slm::record::VerifySpec::Cmd(_))) {
         return Err(slm::Error::invalid("gate_verify", verify.join(","), "gate eval runs no shell commands (cmd:)"));
     }
-    let text = if a.file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(&a.file)
-    }
-    .map_err(|e| slm::Error::invalid("file", a.file.display(), format!("cannot be read as UTF-8 text: {e}")))?;
+    let text = if a.file.as_os_str() == "-" { std::io::read_to_string(std::io::stdin()) } else { std::fs::read_to_string(&a.file) }
+        .map_err(|e| slm::Error::invalid("file", a.file.display(), format!("cannot be read as UTF-8 text: {e}")))?;
     let pairs = eval::parse_tsv(&text)?;
     if let Some(p) = a.model_min {
         if !(0.0..=1.0).contains(&p) {
@@ -393,10 +393,21 @@ pub enum Checked {
     /// A memory-gated run or the demo.
     Run(CheckedLoop),
     Start(CheckedStart),
-    Step { run_id: String, step: CheckedStep },
-    History { name: Option<String>, limit: usize },
-    Show { run_id: String, limit: usize },
-    Cancel { run_id: String },
+    Step {
+        run_id: String,
+        step: CheckedStep,
+    },
+    History {
+        name: Option<String>,
+        limit: usize,
+    },
+    Show {
+        run_id: String,
+        limit: usize,
+    },
+    Cancel {
+        run_id: String,
+    },
 }
 
 impl LoopCommand {

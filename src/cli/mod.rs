@@ -171,14 +171,18 @@ enum Command {
     PrepareModel,
     /// Bulk-remember a JSON Lines file of {"content": "...", "tags": [...], "embedding": [...]}
     /// objects (tags and embedding optional; an embedding is 384 numbers from the same model).
-    #[command(after_help = "Exit codes: 0 every line imported; 2 some lines were skipped (the rest is stored) or invalid input; 1 operational failure.")]
+    #[command(
+        after_help = "Exit codes: 0 every line imported; 2 some lines were skipped (the rest is stored) or invalid input; 1 operational failure."
+    )]
     Import {
         /// The .jsonl file ("-" for standard input).
         file: PathBuf,
     },
     /// Write the whole store as JSON Lines that `slm import` reads back: memories with their
     /// embeddings, kinds and times, then loop runs and laps.
-    #[command(after_help = "Example: slm export --data-dir A | slm import --data-dir B -\nThe summary goes to standard error when the lines go to standard output.")]
+    #[command(
+        after_help = "Example: slm export --data-dir A | slm import --data-dir B -\nThe summary goes to standard error when the lines go to standard output."
+    )]
     Export {
         /// Write to this file (written whole, then renamed into place) instead of standard output.
         #[arg(long, short)]
@@ -226,9 +230,7 @@ fn plugin_root() -> slm::Result<PathBuf> {
     exe.iter()
         .filter_map(|p| p.parent().map(std::path::Path::to_path_buf))
         .chain(cwd)
-        .find_map(|start| {
-            start.ancestors().find(|d| d.join("plugin/.claude-plugin/plugin.json").is_file()).map(|d| d.to_path_buf())
-        })
+        .find_map(|start| start.ancestors().find(|d| d.join("plugin/.claude-plugin/plugin.json").is_file()).map(|d| d.to_path_buf()))
         .ok_or_else(|| Error::NotFound { what: "plugin folder", id: "plugin/.claude-plugin/plugin.json near the slm binary".into() })
 }
 
@@ -272,8 +274,7 @@ fn quiet_on_closed_pipe() {
 
 fn init_tracing() {
     // Logs go to stderr and are off unless SLM_LOG is set (e.g. SLM_LOG=info).
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SLM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SLM_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
@@ -405,15 +406,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
         Command::Export { output } => export(g, output.as_deref())?,
         Command::Index { cmd } => return index::dispatch(open(g)?, cmd, g.json),
         Command::Dashboard { port, bind, allow_remote, token_file, allow_hosts, open: open_browser } => {
-            let o = slm::dashboard::Options {
-                bind,
-                port,
-                allow_remote,
-                open: open_browser,
-                token_file,
-                allow_hosts,
-                json: g.json,
-            };
+            let o = slm::dashboard::Options { bind, port, allow_remote, open: open_browser, token_file, allow_hosts, json: g.json };
             slm::dashboard::check_bind(&o)?;
             crate::SERVER_MODE.store(true, std::sync::atomic::Ordering::Release);
             let root = DataRoot::resolve(g.data_dir.clone())?.with_store(g.store.as_deref())?;
@@ -557,9 +550,7 @@ fn import(g: &Global, out: &output::Printer, file: &std::path::Path) -> slm::Res
     };
     let bar = if std::io::stderr().is_terminal() && !g.json {
         let bar = indicatif::ProgressBar::new(total.unwrap_or(0));
-        if let Ok(style) = indicatif::ProgressStyle::with_template(
-            "{spinner} importing [{bar:30}] {bytes}/{total_bytes} ({eta})",
-        ) {
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} importing [{bar:30}] {bytes}/{total_bytes} ({eta})") {
             bar.set_style(style.progress_chars("=> "));
         }
         Some(bar)

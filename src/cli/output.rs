@@ -37,11 +37,8 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
     }
     let line = |cells: Vec<String>| {
         let last = cells.len() - 1;
-        let s: Vec<String> = cells
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| if i == last { c } else { format!("{c:<w$}", w = widths[i]) })
-            .collect();
+        let s: Vec<String> =
+            cells.into_iter().enumerate().map(|(i, c)| if i == last { c } else { format!("{c:<w$}", w = widths[i]) }).collect();
         println!("{}", s.join("  ").trim_end());
     };
     line(header.iter().map(|h| h.to_string()).collect());
@@ -143,10 +140,7 @@ impl Printer {
             vec!["model".into(), s.model.clone()],
             vec!["model files".into(), s.model_error.clone().unwrap_or_else(|| opt(&s.model_dir))],
             vec!["runtime".into(), opt(&s.runtime)],
-            vec![
-                "index".into(),
-                format!("{} (HNSW from {} memories, in long-lived processes)", s.index.mode, s.index.hnsw_min_memories),
-            ],
+            vec!["index".into(), format!("{} (HNSW from {} memories, in long-lived processes)", s.index.mode, s.index.hnsw_min_memories)],
             vec!["memory".into(), memory_line(&s.memory)],
             vec!["access".into(), if s.read_only { "read-only".into() } else { "read-write".into() }],
             vec!["created".into(), s.created_at.clone().unwrap_or_else(|| "-".into())],
@@ -164,13 +158,7 @@ impl Printer {
             eprintln!("slm: line {}: skipped: {}", sk.line, sk.error);
         }
         let records = if s.records > 0 { format!(" (and {} loop records)", s.records) } else { String::new() };
-        println!(
-            "imported {} new{records}, {} already stored, {} skipped, of {} lines",
-            s.imported,
-            s.deduped,
-            s.skipped.len(),
-            s.lines
-        );
+        println!("imported {} new{records}, {} already stored, {} skipped, of {} lines", s.imported, s.deduped, s.skipped.len(), s.lines);
     }
 
     /// An import that stopped on an error: what was committed, and how to resume. The error

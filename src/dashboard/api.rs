@@ -53,9 +53,7 @@ pub fn router(engine: Arc<Engine>, hosts: HostCheck, auth: Option<Auth>) -> Rout
     if let Some(a) = auth {
         r = r.layer(middleware::from_fn_with_state(Arc::new(a), auth::require));
     }
-    r.layer(middleware::from_fn_with_state(state.clone(), check_host))
-        .layer(middleware::map_response(security_headers))
-        .with_state(state)
+    r.layer(middleware::from_fn_with_state(state.clone(), check_host)).layer(middleware::map_response(security_headers)).with_state(state)
 }
 
 /// Refuses requests whose Host header does not name this dashboard (DNS rebinding).
@@ -152,10 +150,7 @@ impl IntoResponse for ApiError {
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
-async fn blocking<T: Serialize + Send + 'static>(
-    st: &AppState,
-    f: impl FnOnce(&Engine) -> crate::Result<T> + Send + 'static,
-) -> ApiResult {
+async fn blocking<T: Serialize + Send + 'static>(st: &AppState, f: impl FnOnce(&Engine) -> crate::Result<T> + Send + 'static) -> ApiResult {
     crate::serve::blocking(&st.engine, f).await.map(|v| Json(json!(v))).map_err(ApiError)
 }
 
@@ -262,17 +257,12 @@ struct RunQuery {
     limit: Option<String>,
 }
 
-async fn run(
-    State(st): State<AppState>,
-    run_id: Result<Path<String>, PathRejection>,
-    ApiQuery(q): ApiQuery<RunQuery>,
-) -> ApiResult {
+async fn run(State(st): State<AppState>, run_id: Result<Path<String>, PathRejection>, ApiQuery(q): ApiQuery<RunQuery>) -> ApiResult {
     let Path(run_id) = run_id.map_err(|e| ApiError(Error::invalid("run_id", "", e.body_text())))?;
     let limit = page_limit(q.limit.as_deref(), 1000, 10_000)?;
-    let after_lap =
-        whole("after_lap", q.after_lap.as_deref(), 0, i64::MAX, "must be a whole number, 0 or more (the last lap seen)")
-            .map_err(ApiError)?
-            .unwrap_or(0);
+    let after_lap = whole("after_lap", q.after_lap.as_deref(), 0, i64::MAX, "must be a whole number, 0 or more (the last lap seen)")
+        .map_err(ApiError)?
+        .unwrap_or(0);
     blocking(&st, move |e| {
         let r = loops::run_row(e, &run_id)?;
         let laps = loops::laps(e, &run_id, after_lap, limit)?;

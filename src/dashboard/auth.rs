@@ -44,12 +44,7 @@ impl Auth {
     /// other ports of the same host (cookies ignore ports) do not overwrite it.
     pub fn new(token: &str, port: u16) -> Result<Auth> {
         let session = random_hex()?;
-        Ok(Auth {
-            token: digest(token),
-            session_digest: digest(&session),
-            session,
-            cookie_name: format!("slm_session_{port}"),
-        })
+        Ok(Auth { token: digest(token), session_digest: digest(&session), session, cookie_name: format!("slm_session_{port}") })
     }
 
     fn token_ok(&self, candidate: &str) -> bool {
@@ -93,11 +88,7 @@ pub fn read_token_file(path: &Path) -> Result<String> {
         ));
     }
     if !t.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(Error::invalid(
-            "token_file",
-            path.display(),
-            "must hold one secret of printable ASCII characters without spaces",
-        ));
+        return Err(Error::invalid("token_file", path.display(), "must hold one secret of printable ASCII characters without spaces"));
     }
     Ok(t.to_string())
 }

@@ -66,9 +66,7 @@ pub fn serve(root: &DataRoot, o: &Options, embedder: Arc<dyn crate::embed::Embed
     let (engine, runtime) = crate::serve::long_lived(root, embedder)?;
     runtime.block_on(async move {
         let addr = SocketAddr::new(o.bind, o.port);
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| Error::io(format!("cannot listen on {addr}"), e))?;
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| Error::io(format!("cannot listen on {addr}"), e))?;
         let local = listener.local_addr().map_err(|e| Error::io("cannot read the bound address", e))?;
         let hosts = HostCheck::new(local, &o.allow_hosts)?;
         if !o.bind.is_loopback() {
@@ -209,11 +207,7 @@ pub fn normalize_host(h: &str) -> Result<String> {
         && !t.starts_with(['-', '.'])
         && !t.contains("..");
     if !ok {
-        return Err(Error::invalid(
-            "allow_host",
-            h,
-            "must be a host name or IP address without a port (letters, digits, '-', '.', '_')",
-        ));
+        return Err(Error::invalid("allow_host", h, "must be a host name or IP address without a port (letters, digits, '-', '.', '_')"));
     }
     Ok(t.to_string())
 }

@@ -34,8 +34,8 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{
-    AddedToken, Normalizer, NormalizerWrapper, OffsetReferential, OffsetType, PostProcessor, PreTokenizedString,
-    PreTokenizer, PreTokenizerWrapper, Tokenizer,
+    AddedToken, Normalizer, NormalizerWrapper, OffsetReferential, OffsetType, PostProcessor, PreTokenizedString, PreTokenizer,
+    PreTokenizerWrapper, Tokenizer,
 };
 
 /// The sections of a `tokenizer.json` a counting BERT tokenizer needs.
@@ -120,12 +120,7 @@ impl LeanBert {
             prefix: f.model.continuing_subword_prefix,
             max_chars: f.model.max_input_chars_per_word,
             specials: f.post_processor.map_or(0, |p| p.added_tokens(false)),
-            added: f
-                .added_tokens
-                .into_iter()
-                .filter(|a| !a.content.is_empty())
-                .map(|a| (a.content.to_lowercase(), a.content))
-                .collect(),
+            added: f.added_tokens.into_iter().filter(|a| !a.content.is_empty()).map(|a| (a.content.to_lowercase(), a.content)).collect(),
         })
     }
 
@@ -145,11 +140,7 @@ impl LeanBert {
         self.normalizer.normalize(&mut n)?;
         let mut pre = PreTokenizedString::from(n);
         self.pre_tokenizer.pre_tokenize(&mut pre)?;
-        Ok(pre
-            .get_splits(OffsetReferential::Original, OffsetType::Byte)
-            .into_iter()
-            .map(|(piece, _, _)| self.word_piece(piece))
-            .sum())
+        Ok(pre.get_splits(OffsetReferential::Original, OffsetType::Byte).into_iter().map(|(piece, _, _)| self.word_piece(piece)).sum())
     }
 
     /// WordPiece's greedy longest match, counted: the pieces of `s`, or 1 (the unknown token)

@@ -24,8 +24,7 @@ pub const MODEL_SUBDIR: &str = "all-MiniLM-L6-v2";
 /// The runtime library's path inside `models/`.
 pub const ORT_SUBPATH: &str = "onnxruntime/libonnxruntime.so.1.31.1";
 /// The files a model folder must hold.
-pub const MODEL_FILES: [&str; 5] =
-    ["model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"];
+pub const MODEL_FILES: [&str; 5] = ["model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"];
 
 const HINT: &str = "run scripts/setup.sh from the slm repository, or set SLM_MODEL_DIR and ORT_DYLIB_PATH";
 
@@ -69,9 +68,7 @@ impl ModelFiles {
             }
         }
         if !self.ort_lib.is_file() {
-            return Err(Error::Model {
-                message: format!("ONNX Runtime library missing: {}: {HINT}", self.ort_lib.display()),
-            });
+            return Err(Error::Model { message: format!("ONNX Runtime library missing: {}: {HINT}", self.ort_lib.display()) });
         }
         Ok(())
     }
@@ -82,10 +79,7 @@ impl ModelFiles {
 pub(crate) fn find_models_root() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok());
     let cwd = std::env::current_dir().ok();
-    exe.iter()
-        .filter_map(|p| p.parent())
-        .chain(cwd.as_deref())
-        .find_map(search_up)
+    exe.iter().filter_map(|p| p.parent()).chain(cwd.as_deref()).find_map(search_up)
 }
 
 fn search_up(start: &Path) -> Option<PathBuf> {

@@ -14,8 +14,8 @@ pub mod testing;
 mod tokenizer;
 
 pub use locate::ModelFiles;
-pub use onnx::{prepare_optimized_model, OnnxEmbedder};
 pub(crate) use onnx::runtime;
+pub use onnx::{prepare_optimized_model, OnnxEmbedder};
 
 use ndarray::Array2;
 

@@ -146,14 +146,8 @@ pub fn prepare_optimized_model(files: &ModelFiles) -> std::result::Result<std::p
         .and_then(|b| b.with_optimization_level(GraphOptimizationLevel::Level2).map_err(|e| fail(&e)))
         .and_then(|b| b.with_intra_threads(1).map_err(|e| fail(&e)))
         .and_then(|b| b.with_optimized_model_path(tmp.join(&model_name)).map_err(|e| fail(&e)))
-        .and_then(|b| {
-            b.with_config_entry("session.optimized_model_external_initializers_file_name", &data_name)
-                .map_err(|e| fail(&e))
-        })
-        .and_then(|b| {
-            b.with_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
-                .map_err(|e| fail(&e))
-        })
+        .and_then(|b| b.with_config_entry("session.optimized_model_external_initializers_file_name", &data_name).map_err(|e| fail(&e)))
+        .and_then(|b| b.with_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024").map_err(|e| fail(&e)))
         .and_then(|mut b| b.commit_from_file(dir.join("model.onnx")).map_err(|e| fail(&e)));
     let moved = built.and_then(|session| {
         drop(session);
@@ -207,9 +201,8 @@ fn load_model(files: &ModelFiles, quick: bool) -> std::result::Result<Mutex<Text
         };
         (embedding, real)
     });
-    let mut embedding = embedding.map_err(|e| {
-        format!("cannot load the model from {}: {e}; run scripts/setup.sh", files.model_dir.display())
-    })?;
+    let mut embedding =
+        embedding.map_err(|e| format!("cannot load the model from {}: {e}; run scripts/setup.sh", files.model_dir.display()))?;
     embedding.tokenizer = real?;
     Ok(Mutex::new(embedding))
 }
@@ -220,9 +213,7 @@ pub(crate) fn runtime(files: &ModelFiles) -> std::result::Result<ort::environmen
     static ENV: OnceLock<std::result::Result<ort::environment::Environment, String>> = OnceLock::new();
     ENV.get_or_init(|| {
         ort::init_from(&files.ort_lib)
-            .map_err(|e| {
-                format!("cannot load ONNX Runtime from {}: {e}; run scripts/setup.sh", files.ort_lib.display())
-            })?
+            .map_err(|e| format!("cannot load ONNX Runtime from {}: {e}; run scripts/setup.sh", files.ort_lib.display()))?
             .with_name("slm")
             // Microsoft's builds of ONNX Runtime 1.31 (the one setup.sh installs) log usage
             // events to ~/.cache/Microsoft/DeveloperTools and try to send them to Microsoft.
@@ -245,11 +236,7 @@ impl Embedder for OnnxEmbedder {
         if texts.is_empty() {
             return Ok(Array2::zeros((0, DIM)));
         }
-        let out = self
-            .model()?
-            .lock()
-            .embed(texts, Some(BATCH))
-            .map_err(|e| Error::Model { message: format!("embedding failed: {e}") })?;
+        let out = self.model()?.lock().embed(texts, Some(BATCH)).map_err(|e| Error::Model { message: format!("embedding failed: {e}") })?;
         let wrong = || Error::Model { message: format!("the model returned vectors of the wrong shape (want {DIM}-d)") };
         if out.len() != texts.len() || out.iter().any(|v| v.len() != DIM) {
             return Err(wrong());

@@ -110,10 +110,8 @@ impl QueryCache {
             return;
         }
         let Ok(entries) = fs::read_dir(&self.dir) else { return };
-        let mut files: Vec<(std::time::SystemTime, PathBuf)> = entries
-            .flatten()
-            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-            .collect();
+        let mut files: Vec<(std::time::SystemTime, PathBuf)> =
+            entries.flatten().filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path()))).collect();
         if files.len() <= self.max_entries {
             return;
         }

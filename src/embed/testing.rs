@@ -49,8 +49,7 @@ impl HashEmbedder {
 impl Embedder for HashEmbedder {
     fn embed(&self, texts: &[&str]) -> Result<Array2<f32>> {
         let flat: Vec<f32> = texts.iter().flat_map(|t| Self::vector(t)).collect();
-        Array2::from_shape_vec((texts.len(), DIM), flat)
-            .map_err(|e| crate::Error::Model { message: format!("hash embedder shape: {e}") })
+        Array2::from_shape_vec((texts.len(), DIM), flat).map_err(|e| crate::Error::Model { message: format!("hash embedder shape: {e}") })
     }
 
     fn count_tokens(&self, text: &str) -> Result<usize> {

@@ -49,17 +49,8 @@ pub fn load(files: &ModelFiles) -> Result<Tokenizer, String> {
     let max_length = MAX_LENGTH.min(model_max as f32 as usize);
     let pad = &tokenizer_config["pad_token"];
     let pad_token = pad.as_str().or_else(|| pad["content"].as_str()).ok_or_else(|| bad("no string pad_token"))?.to_string();
-    let pad_id = config["pad_token_id"]
-        .as_u64()
-        .map(|id| id as u32)
-        .or_else(|| tokenizer.token_to_id(&pad_token))
-        .unwrap_or(0);
-    tokenizer.with_padding(Some(PaddingParams {
-        strategy: PaddingStrategy::BatchLongest,
-        pad_token,
-        pad_id,
-        ..Default::default()
-    }));
+    let pad_id = config["pad_token_id"].as_u64().map(|id| id as u32).or_else(|| tokenizer.token_to_id(&pad_token)).unwrap_or(0);
+    tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, pad_token, pad_id, ..Default::default() }));
     tokenizer
         .with_truncation(Some(TruncationParams { max_length, ..Default::default() }))
         .map_err(|e| format!("cannot set the tokenizer's truncation: {e}"))?;
@@ -67,9 +58,7 @@ pub fn load(files: &ModelFiles) -> Result<Tokenizer, String> {
     let Some(special) = special.as_object() else { return Ok(tokenizer) };
     for value in special.values() {
         let token = match value {
-            serde_json::Value::String(content) => {
-                Some(AddedToken { content: content.clone(), special: true, ..Default::default() })
-            }
+            serde_json::Value::String(content) => Some(AddedToken { content: content.clone(), special: true, ..Default::default() }),
             _ => match (
                 value["content"].as_str(),
                 value["single_word"].as_bool(),

@@ -221,8 +221,7 @@ fn validate(mut item: Item) -> std::result::Result<Entry, String> {
     item.tags = memory::normalize_tags(&item.tags).map_err(|e| e.to_string())?;
     if let Some(t) = &item.created_at {
         // Stored as every other time is (UTC, microseconds), so times sort as text.
-        let at = chrono::DateTime::parse_from_rfc3339(t)
-            .map_err(|_| format!("invalid created_at: {t:?} must be an RFC 3339 time"))?;
+        let at = chrono::DateTime::parse_from_rfc3339(t).map_err(|_| format!("invalid created_at: {t:?} must be an RFC 3339 time"))?;
         item.created_at = Some(at.with_timezone(&chrono::Utc).to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
     }
     Ok(Entry::Memory(item))
@@ -253,11 +252,7 @@ pub fn import_items(engine: &Engine, items: impl IntoIterator<Item = (String, Ve
 /// Two stages overlap: this thread reads and parses (a chunk of lines at a time, in parallel:
 /// 384 numbers per line make parsing as costly as the store's writes) while a writer thread
 /// takes the parsed lines in order and writes the batches.
-pub fn import_jsonl(
-    engine: &Engine,
-    reader: impl BufRead,
-    progress: &mut dyn FnMut(u64),
-) -> Result<ImportSummary, Box<ImportStopped>> {
+pub fn import_jsonl(engine: &Engine, reader: impl BufRead, progress: &mut dyn FnMut(u64)) -> Result<ImportSummary, Box<ImportStopped>> {
     if let Err(e) = engine.prepare_bulk() {
         return Err(Batcher::new(engine).stopped(e));
     }
@@ -265,9 +260,7 @@ pub fn import_jsonl(
     let written = AtomicU64::new(0);
     let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(IN_FLIGHT);
     std::thread::scope(|scope| {
-        let writer = std::thread::Builder::new()
-            .name("slm-import-write".into())
-            .spawn_scoped(scope, || write_parsed(engine, rx, &written));
+        let writer = std::thread::Builder::new().name("slm-import-write".into()).spawn_scoped(scope, || write_parsed(engine, rx, &written));
         let writer = match writer {
             Ok(w) => w,
             Err(e) => return Err(Batcher::new(engine).stopped(crate::Error::io("cannot start the import's writer", e))),
@@ -371,10 +364,8 @@ fn parse_line(raw: &[u8]) -> Option<std::result::Result<Entry, String>> {
         }
     }
     // Anything else, and every line with an error (its message then names the real line).
-    Some(
-        serde_json::from_str::<Line>(t).map_err(|e| format!("invalid JSON object: {e}")).and_then(|l| {
-            let v = l.embedding.map(|r| embedding::unit_vector(r.get())).transpose()?;
-            item(l, v)
-        }),
-    )
+    Some(serde_json::from_str::<Line>(t).map_err(|e| format!("invalid JSON object: {e}")).and_then(|l| {
+        let v = l.embedding.map(|r| embedding::unit_vector(r.get())).transpose()?;
+        item(l, v)
+    }))
 }

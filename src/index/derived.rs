@@ -80,8 +80,7 @@ impl Head {
 
     fn decode(b: &[u8]) -> Option<Head> {
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
-        if b.len() != HEAD_LEN || &b[..8] != MAGIC || b[8..12] != (DIM as u32).to_le_bytes() || fnv(&b[..88]) != u64_at(88)
-        {
+        if b.len() != HEAD_LEN || &b[..8] != MAGIC || b[8..12] != (DIM as u32).to_le_bytes() || fnv(&b[..88]) != u64_at(88) {
             return None;
         }
         let mut store_id = [0u8; 32];
@@ -160,10 +159,7 @@ impl Segment {
     /// The vector at `pos`.
     #[inline]
     pub fn vector(&self, pos: usize) -> &[f32] {
-        let all: &[f32] = self
-            .vectors
-            .as_ref()
-            .map_or(&[], |m| unsafe { std::slice::from_raw_parts(m.as_ptr().cast(), self.len() * DIM) });
+        let all: &[f32] = self.vectors.as_ref().map_or(&[], |m| unsafe { std::slice::from_raw_parts(m.as_ptr().cast(), self.len() * DIM) });
         &all[pos * DIM..(pos + 1) * DIM]
     }
 
@@ -351,12 +347,7 @@ impl Derived {
 
     /// Writes a whole new generation from `load(0, visit)` and makes it live; old
     /// generations are removed (processes that mapped them keep their pages).
-    pub fn rebuild(
-        &self,
-        store_id: &[u8; 32],
-        load: &mut RowSource<'_>,
-        progress: &mut dyn FnMut(u64),
-    ) -> Result<Head> {
+    pub fn rebuild(&self, store_id: &[u8; 32], load: &mut RowSource<'_>, progress: &mut dyn FnMut(u64)) -> Result<Head> {
         let _lock = self.lock()?;
         let old = self.current();
         let g = old.map_or(1, |g| g + 1);

@@ -347,8 +347,7 @@ fn quant_sweep(set: &VectorSet, q: &[f32], filter: &Filter<'_>, range: std::ops:
     let parts: Vec<WindowSweep> = windows(range.clone()).into_par_iter().map(per_window).collect();
     let best_lb = parts.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
     let all = Filter { min_score: f32::NEG_INFINITY, ..*filter };
-    let survivors: Vec<usize> =
-        parts.iter().flat_map(|p| p.2.iter()).filter(|c| c.1 >= t || c.1 >= best_lb).map(|c| c.0).collect();
+    let survivors: Vec<usize> = parts.iter().flat_map(|p| p.2.iter()).filter(|c| c.1 >= t || c.1 >= best_lb).map(|c| c.0).collect();
     let mut out = rescore_base(set, q, &all, survivors)
         .into_iter()
         .filter(|s| !s.score.is_nan())
@@ -517,7 +516,9 @@ mod tests {
         let mut set = mapped_set(tmp.path(), &vecs, 38_000);
         set.tombstone(5);
         set.tombstone(20_000);
-        let queries: Vec<Vec<f32>> = (0..12).map(|i| if i % 3 == 0 { vecs[i * 1000].clone() } else { unit((0..crate::embed::DIM).map(|_| r()).collect()) }).collect();
+        let queries: Vec<Vec<f32>> = (0..12)
+            .map(|i| if i % 3 == 0 { vecs[i * 1000].clone() } else { unit((0..crate::embed::DIM).map(|_| r()).collect()) })
+            .collect();
         check_no_miss(&set, &queries);
     }
 

@@ -67,9 +67,7 @@ impl Filter<'_> {
     pub fn admits(&self, set: &VectorSet, pos: usize) -> bool {
         let (id, kind) = (set.id_at(pos), set.kind_at(pos));
         // Most sets have nothing forgotten: skip the hash lookup then (it is the scan's cost).
-        id > self.after_id
-            && (self.include_laps || kind == Kind::Memory)
-            && (set.removed.is_empty() || !set.removed.contains(&id))
+        id > self.after_id && (self.include_laps || kind == Kind::Memory) && (set.removed.is_empty() || !set.removed.contains(&id))
     }
 }
 
@@ -234,8 +232,7 @@ impl VectorSet {
 
     /// The tail's vectors as one matrix view (no copy): rows `base_len()..len()`.
     pub fn tail_matrix(&self) -> ArrayView2<'_, f32> {
-        ArrayView2::from_shape((self.ids.len(), DIM), &self.data)
-            .expect("the data is always a whole number of DIM-wide rows, one per id")
+        ArrayView2::from_shape((self.ids.len(), DIM), &self.data).expect("the data is always a whole number of DIM-wide rows, one per id")
     }
 
     /// The position of the first row with an id above `id` (`len()` when there is none).

@@ -18,10 +18,10 @@ use std::time::Instant;
 use parking_lot::RwLock;
 use serde::Serialize;
 
+use super::derived::Segment;
 use super::exact::{self, Sweep};
 use super::graph_file::GraphHome;
 use super::hnsw::HnswIndex;
-use super::derived::Segment;
 use super::links::Links;
 use super::{Filter, Scored, VectorSet};
 use crate::embed::DIM;
@@ -53,10 +53,7 @@ const SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(180);
 /// [`SAVE_EVERY`], or `SLM_GRAPH_SAVE_S` seconds (for tests and tuning; 0 saves after every
 /// chunk).
 fn save_every() -> std::time::Duration {
-    std::env::var("SLM_GRAPH_SAVE_S")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(SAVE_EVERY, std::time::Duration::from_secs)
+    std::env::var("SLM_GRAPH_SAVE_S").ok().and_then(|v| v.parse().ok()).map_or(SAVE_EVERY, std::time::Duration::from_secs)
 }
 
 struct Graph {
@@ -142,10 +139,7 @@ impl Searcher {
     /// Catches up with the store: `load(after, visit)` must visit every stored row with an id
     /// above `after`, in id order, as `(id, kind, vector bytes)` (empty bytes = no vector yet).
     /// Returns how many rows arrived.
-    pub fn catch_up(
-        &self,
-        load: impl FnOnce(i64, &mut dyn FnMut(i64, Kind, &[u8]) -> Result<()>) -> Result<()>,
-    ) -> Result<usize> {
+    pub fn catch_up(&self, load: impl FnOnce(i64, &mut dyn FnMut(i64, Kind, &[u8]) -> Result<()>) -> Result<()>) -> Result<usize> {
         let mut set = self.set.write();
         let before = set.len();
         let after = set.last_id();
@@ -223,11 +217,7 @@ impl Searcher {
     /// Uses the graph, when this process has one, for unfiltered memory searches.
     pub fn search(&self, q: &[f32], k: usize, filter: &Filter<'_>, extra: &[(i64, Vec<f32>)]) -> Vec<Scored> {
         let set = self.set.read();
-        let graph = if filter.only_ids.is_none() && !filter.include_laps && filter.after_id == 0 {
-            self.graph_for(&set)
-        } else {
-            None
-        };
+        let graph = if filter.only_ids.is_none() && !filter.include_laps && filter.after_id == 0 { self.graph_for(&set) } else { None };
         let mut hits = match graph {
             Some(g) => rescore(&set, &g, q, k, filter),
             None => exact::top_k(&set, q, k, filter),
@@ -375,7 +365,13 @@ fn graph_work(home: &GraphHome, set: &RwLock<VectorSet>, have: i64) -> Work {
     let (index, from, resumed) = match home.load() {
         Ok(Some((index, meta))) => {
             let from = items.partition_point(|(id, _)| *id <= meta.upto);
-            tracing::info!(vectors = index.len(), upto = meta.upto, rest = items.len() - from, part = meta.part, "extending the saved HNSW graph");
+            tracing::info!(
+                vectors = index.len(),
+                upto = meta.upto,
+                rest = items.len() - from,
+                part = meta.part,
+                "extending the saved HNSW graph"
+            );
             (index, from, true)
         }
         other => {
@@ -496,13 +492,7 @@ impl GraphRows {
 /// last save (never after the last chunk: the caller saves the finished graph). Every
 /// memory up to that id is then in the graph, which is what a saved graph's `upto`
 /// promises, so the next process can resume from it.
-fn grow(
-    index: &HnswIndex,
-    items: &[(i64, &[f32])],
-    size: usize,
-    every: std::time::Duration,
-    mut save: impl FnMut(&HnswIndex, i64),
-) {
+fn grow(index: &HnswIndex, items: &[(i64, &[f32])], size: usize, every: std::time::Duration, mut save: impl FnMut(&HnswIndex, i64)) {
     let mut since = std::time::Instant::now();
     let chunks = items.chunks(size.max(1));
     let last = chunks.len();

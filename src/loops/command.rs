@@ -63,8 +63,7 @@ impl StepState {
     fn of(row: &RunRow) -> Result<StepState> {
         match row.state.as_deref() {
             None => Ok(StepState::default()),
-            Some(s) => serde_json::from_str(s)
-                .map_err(|e| Error::Corrupt(format!("run {}: unreadable step state ({e})", row.run_id))),
+            Some(s) => serde_json::from_str(s).map_err(|e| Error::Corrupt(format!("run {}: unreadable step state ({e})", row.run_id))),
         }
     }
 
@@ -173,7 +172,13 @@ pub fn run_gate(cmd: &str, limit: Duration, input: &GateInput) -> Result<GateOut
     if let Some(rec) = &input.recorded {
         if !std::path::Path::new(&rec.cwd).is_dir() {
             let why = format!("its working directory {} (recorded at loop start) no longer exists", rec.cwd);
-            return Ok(GateOutcome { exit_code: None, timed_out: false, output: String::new(), elapsed: started.elapsed(), not_started: Some(why) });
+            return Ok(GateOutcome {
+                exit_code: None,
+                timed_out: false,
+                output: String::new(),
+                elapsed: started.elapsed(),
+                not_started: Some(why),
+            });
         }
         // The system's shell by absolute path: the recorded PATH decides what the command
         // finds, and no PATH decides which shell runs it.

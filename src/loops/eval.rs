@@ -155,7 +155,13 @@ const EMBED_BATCH: usize = 64;
 
 /// Runs every pair through the gate at each threshold with the verifier chain `specs`.
 /// No store is involved: the pairs are embedded with `embedder`, as a lap would embed them.
-pub fn gate_eval(embedder: &dyn Embedder, pairs: &[EvalPair], thresholds: &[f64], specs: &[VerifySpec], nli_min: f64) -> Result<EvalReport> {
+pub fn gate_eval(
+    embedder: &dyn Embedder,
+    pairs: &[EvalPair],
+    thresholds: &[f64],
+    specs: &[VerifySpec],
+    nli_min: f64,
+) -> Result<EvalReport> {
     // Exact cosine of every pair, each distinct text embedded once.
     let mut texts: Vec<&str> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
@@ -235,7 +241,8 @@ mod tests {
 
     #[test]
     fn the_dev_set_and_the_corpus_layouts_parse() {
-        let dev = parse_tsv("query\tmemory\tshould_pass\nPR 1 approved\tPR 1 is approved\t1\n\nPR 1 approved\tPR 1: NOT approved\t0\n").unwrap();
+        let dev =
+            parse_tsv("query\tmemory\tshould_pass\nPR 1 approved\tPR 1 is approved\t1\n\nPR 1 approved\tPR 1: NOT approved\t0\n").unwrap();
         assert_eq!(dev.len(), 2);
         assert!(dev[0].should_pass && !dev[1].should_pass);
         assert_eq!(dev[0].category, "all");

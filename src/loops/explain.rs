@@ -118,15 +118,5 @@ pub fn gate_check(engine: &Engine, r: &CheckRequest) -> Result<GateCheck> {
         let names: Vec<&str> = verifiers.iter().map(|v| v.verifier.as_str()).collect();
         format!("it scores {score:.3} >= threshold {:.3} and passes {}", r.gate_min_score, names.join(", "))
     };
-    Ok(GateCheck {
-        query: r.query.clone(),
-        memory_id,
-        content,
-        score,
-        threshold: r.gate_min_score,
-        candidate,
-        verifiers,
-        passed,
-        reason,
-    })
+    Ok(GateCheck { query: r.query.clone(), memory_id, content, score, threshold: r.gate_min_score, candidate, verifiers, passed, reason })
 }

@@ -19,10 +19,10 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::verify::{Candidate, Chain, Rejected};
-use crate::record::GateDef;
 use crate::engine::Engine;
 use crate::index::exact::sort_best_first;
 use crate::index::Scored;
+use crate::record::GateDef;
 use crate::Result;
 
 /// Most candidates verified in one lap (the rest wait for the next lap, best first).
@@ -322,7 +322,15 @@ impl Gate for MemoryGate<'_> {
         let tag_only = self.query.is_none();
         let why: Vec<String> = rejected.iter().map(|r| if tag_only { r.sentence_unscored() } else { r.sentence() }).collect();
         let verified_by = if passed { self.chain.names() } else { Vec::new() };
-        let by = if verified_by.is_empty() { if tag_only { "its tags".to_string() } else { "plain cosine".to_string() } } else { verified_by.join(", ") };
+        let by = if verified_by.is_empty() {
+            if tag_only {
+                "its tags".to_string()
+            } else {
+                "plain cosine".to_string()
+            }
+        } else {
+            verified_by.join(", ")
+        };
         let first = self.accepted.first().copied();
         let mut detail = match (passed, first, self.best) {
             (true, Some(c), _) if self.count > 1 => {

@@ -52,7 +52,11 @@ impl Gate for GateSet<'_> {
         let lead = seen
             .iter()
             .find(|o| o.passed)
-            .or_else(|| seen.iter().filter(|o| o.best_score.is_some()).max_by(|a, b| a.best_score.partial_cmp(&b.best_score).unwrap_or(std::cmp::Ordering::Equal)))
+            .or_else(|| {
+                seen.iter()
+                    .filter(|o| o.best_score.is_some())
+                    .max_by(|a, b| a.best_score.partial_cmp(&b.best_score).unwrap_or(std::cmp::Ordering::Equal))
+            })
             .or(seen.first());
         let (best_score, best_memory_id, verified_by) =
             lead.map_or((None, None, Vec::new()), |o| (o.best_score, o.best_memory_id, o.verified_by.clone()));

@@ -271,7 +271,6 @@ impl<'e> Ledger<'e> {
         self.check(r).unwrap_or_else(|| text.split_whitespace().count() + 2) as u64
     }
 
-
     /// Records a lap of a blocking run: its structured row and its memory, committed together
     /// by the engine's ledger writer with the laps of the process's other runs (within
     /// [`crate::storage::writer::BATCH_WINDOW`]). The memory is stored without its vector, so
@@ -378,7 +377,14 @@ mod tests {
     use super::*;
 
     fn limits() -> Limits {
-        Limits { max_iterations: 5, max_wallclock_s: 10.0, poll_interval_s: 1.0, max_tokens: 100, no_progress_window: 2, gate_min_score: 0.5 }
+        Limits {
+            max_iterations: 5,
+            max_wallclock_s: 10.0,
+            poll_interval_s: 1.0,
+            max_tokens: 100,
+            no_progress_window: 2,
+            gate_min_score: 0.5,
+        }
     }
 
     fn input(lap: i64, passed: bool, tokens: u64, stalled: i64, past_deadline: bool) -> LapInput<'static> {

@@ -41,12 +41,7 @@ pub use run::Cancel;
 pub const DEMO_NAME: &str = "convergence-demo";
 
 /// Runs a checked memory-gated loop (or the demo, whose gate is a stub) to a terminal status.
-pub fn run_memory_loop(
-    engine: &Engine,
-    spec: &CheckedLoop,
-    cancel: &Cancel,
-    on_lap: &mut dyn FnMut(&LapEvent),
-) -> Result<RunResult> {
+pub fn run_memory_loop(engine: &Engine, spec: &CheckedLoop, cancel: &Cancel, on_lap: &mut dyn FnMut(&LapEvent)) -> Result<RunResult> {
     match &spec.gate {
         GateSpec::Memory { gate_query, gate_tags, gate_verify, gate_nli_min } => {
             let def = crate::record::GateDef {
@@ -71,9 +66,7 @@ pub fn run_memory_loop(
             run::run(engine, spec, &mut gate_set::GateSet::new(built, *gate_mode), cancel, on_lap)
         }
         GateSpec::Stub { passes_on_lap } => run::run(engine, spec, &mut StubGate { pass_on: *passes_on_lap }, cancel, on_lap),
-        GateSpec::Command { .. } => {
-            Err(Error::invalid("gate", "command", "command gates run through slm loop start / slm loop step"))
-        }
+        GateSpec::Command { .. } => Err(Error::invalid("gate", "command", "command gates run through slm loop start / slm loop step")),
     }
 }
 
@@ -264,10 +257,7 @@ pub fn cancel(engine: &Engine, run_id: &str) -> Result<CancelOutcome> {
     // Whether the run was asked is decided by what it was before the request: a run woken by
     // the feed can end `cancelled` before the row is read again.
     let requested = effective_status(&row) == RunStatus::Running;
-    engine
-        .store()
-        .run_request_cancel(run_id)?
-        .ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
+    engine.store().run_request_cancel(run_id)?.ok_or_else(|| Error::NotFound { what: "run", id: run_id.to_string() })?;
     engine.announce(crate::feed::Topic::Control);
     let status = effective_status(&run_row(engine, run_id)?);
     Ok(CancelOutcome { run_id: run_id.to_string(), requested, status })

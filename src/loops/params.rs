@@ -9,9 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::memory;
 pub use crate::record::Limits;
 use crate::record::{GateDef, GateEnv, GateSpec, VerifySpec};
-use crate::memory;
 use crate::{Error, Result};
 
 /// Hard ceiling on laps.
@@ -163,7 +163,11 @@ pub fn check_gate_query(field: &'static str, query: &str) -> Result<()> {
 /// holds the files a model needs, a threshold in [0, 1].
 pub fn check_verify(specs: &[String], nli_min: f64) -> Result<Vec<VerifySpec>> {
     if specs.is_empty() {
-        return Err(Error::invalid("gate_verify", "[]", "must name at least one verifier (model, guard, guard:identifier, guard:entities, none, nli:DIR, cmd:COMMAND)"));
+        return Err(Error::invalid(
+            "gate_verify",
+            "[]",
+            "must name at least one verifier (model, guard, guard:identifier, guard:entities, none, nli:DIR, cmd:COMMAND)",
+        ));
     }
     if !nli_min.is_finite() || !(0.0..=1.0).contains(&nli_min) {
         return Err(Error::invalid("gate_nli_min", nli_min, "must be a number in [0, 1]"));
@@ -283,10 +287,7 @@ pub fn unreachable_bounds(l: &Limits) -> Vec<Note> {
     }
     let fmt = |x: f64| format!("{}", (x * 1000.0).round() / 1000.0);
     let mut message = if l.max_iterations == 1 {
-        format!(
-            "max_wallclock_s {} cannot be reached: max_iterations 1 evaluates the gate once and never waits",
-            fmt(l.max_wallclock_s)
-        )
+        format!("max_wallclock_s {} cannot be reached: max_iterations 1 evaluates the gate once and never waits", fmt(l.max_wallclock_s))
     } else {
         format!(
             "max_wallclock_s {} cannot be reached by waiting: {} laps (max_iterations) at most {} s apart \
@@ -366,7 +367,10 @@ fn check_gate(g: &GateParams, shared: &Shared<'_>, index: Option<usize>) -> Resu
                 return Err(Error::invalid(
                     f_verify,
                     text.name(),
-                    at("verify", "does not apply to a tag-only gate (no query to check the memory's text against): only cmd:COMMAND or none"),
+                    at(
+                        "verify",
+                        "does not apply to a tag-only gate (no query to check the memory's text against): only cmd:COMMAND or none",
+                    ),
                 ));
             }
             parsed.into_iter().filter(|s| *s != VerifySpec::None).collect()
@@ -391,20 +395,14 @@ impl TryFrom<LoopParams> for CheckedLoop {
 
     /// Validates everything and applies the clamps; gate tags are normalised.
     fn try_from(p: LoopParams) -> Result<CheckedLoop> {
-        let (limits, clamped) = bounds(
-            &p.name,
-            p.gate_min_score,
-            p.max_iterations,
-            p.max_wallclock_s,
-            p.poll_interval_s,
-            p.max_tokens,
-            p.no_progress_window,
-        )?;
+        let (limits, clamped) =
+            bounds(&p.name, p.gate_min_score, p.max_iterations, p.max_wallclock_s, p.poll_interval_s, p.max_tokens, p.no_progress_window)?;
         let since = p.since.as_deref().map(crate::record::Since::parse).transpose()?;
         let gate_mode = p.gate_mode.unwrap_or_default();
         let shared = Shared { min_score: p.gate_min_score, verify: p.gate_verify.as_deref(), nli_min: p.gate_nli_min };
         let gates = if p.gates.is_empty() {
-            let one = GateParams { query: p.gate_query, tags: p.gate_tags, min_score: None, verify: None, nli_min: None, count: p.gate_count };
+            let one =
+                GateParams { query: p.gate_query, tags: p.gate_tags, min_score: None, verify: None, nli_min: None, count: p.gate_count };
             vec![check_gate(&one, &shared, None)?]
         } else {
             if p.gate_query.is_some() || !p.gate_tags.is_empty() || p.gate_count.is_some() {
@@ -518,8 +516,7 @@ impl TryFrom<StartParams> for CheckedStart {
 
     /// The shared bounds plus a non-empty command of at most 8192 bytes without NUL.
     fn try_from(p: StartParams) -> Result<CheckedStart> {
-        let (limits, clamped) =
-            bounds(&p.name, 1.0, p.max_iterations, p.max_wallclock_s, POLL_FLOOR, p.max_tokens, p.no_progress_window)?;
+        let (limits, clamped) = bounds(&p.name, 1.0, p.max_iterations, p.max_wallclock_s, POLL_FLOOR, p.max_tokens, p.no_progress_window)?;
         if p.gate_cmd.trim().is_empty() {
             return Err(Error::invalid("gate_cmd", &p.gate_cmd, "must be a non-empty shell command"));
         }
@@ -613,7 +610,10 @@ mod tests {
             (|p| p.since = Some("0m".into()), "since"),
             (|p| p.gates = vec![GateParams { query: Some("a".into()), ..Default::default() }], "gates"),
             (|p| (p.gate_query, p.gates) = (None, vec![GateParams::default()]), "gates"),
-            (|p| (p.gate_query, p.gates) = (None, vec![GateParams { query: Some("a".into()), count: Some(0), ..Default::default() }]), "gates"),
+            (
+                |p| (p.gate_query, p.gates) = (None, vec![GateParams { query: Some("a".into()), count: Some(0), ..Default::default() }]),
+                "gates",
+            ),
             (|p| (p.gate_query, p.gates) = (None, vec![GateParams { query: Some("a".into()), ..Default::default() }; 17]), "gates"),
             (|p| (p.gate_query, p.gate_tags, p.gate_verify) = (None, vec!["t".into()], Some(vec!["model".into()])), "gate_verify"),
             (|p| p.gate_nli_min = 1.5, "gate_nli_min"),

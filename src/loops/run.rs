@@ -264,11 +264,8 @@ fn matches(engine: &Engine, spec: &CheckedLoop, status: RunStatus, obs: &Observa
             .collect();
         out.push(GateMatches { gate: i + 1, query, tags, count: g.count, passed: g.passed(), memories });
     }
-    let matched = if status == RunStatus::Converged {
-        out.iter().find(|g| g.passed).and_then(|g| g.memories.first().cloned())
-    } else {
-        None
-    };
+    let matched =
+        if status == RunStatus::Converged { out.iter().find(|g| g.passed).and_then(|g| g.memories.first().cloned()) } else { None };
     Ok((matched, out))
 }
 

@@ -14,23 +14,47 @@ use serde_json::{Map, Value};
 
 /// The formats JSON Schema 2020-12 defines (and ajv-formats implements); any other is dropped.
 const STANDARD_FORMATS: &[&str] = &[
-    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
-    "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
-    "json-pointer", "relative-json-pointer", "regex",
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
 ];
 
 /// Keywords that hold one subschema.
 const ONE_SCHEMA: &[&str] = &[
-    "items", "additionalProperties", "not", "contains", "if", "then", "else", "propertyNames",
-    "unevaluatedProperties", "unevaluatedItems", "additionalItems",
+    "items",
+    "additionalProperties",
+    "not",
+    "contains",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "additionalItems",
 ];
 /// Keywords that hold a map of subschemas.
 const SCHEMA_MAPS: &[&str] = &["properties", "$defs", "definitions", "patternProperties", "dependentSchemas"];
 /// Keywords that hold a list of subschemas.
 const SCHEMA_LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems"];
 /// Keywords that describe a value whatever its type: they stay outside an `anyOf` split.
-const ANNOTATIONS: &[&str] =
-    &["title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment"];
+const ANNOTATIONS: &[&str] = &["title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment"];
 
 /// Rewrites a root schema in place (see the module documentation).
 pub fn portable(schema: &mut Map<String, Value>) {

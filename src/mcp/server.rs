@@ -11,11 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
 use rmcp::handler::server::tool::IntoCallToolResult;
+use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResponse, CallToolResult, ContentBlock, Implementation, MetaObject, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig,
+    CallToolResponse, CallToolResult, ContentBlock, Implementation, MetaObject, ProgressNotificationParam, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{tool, tool_handler, tool_router, Json, RoleServer, ServerHandler};
@@ -287,7 +286,13 @@ impl SlmServer {
 #[tool_router]
 impl SlmServer {
     /// Store a memory. The same content with the same tags returns the existing id with deduped=true.
-    #[tool(annotations(title = "Remember", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    #[tool(annotations(
+        title = "Remember",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
     async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> Result<Json<Remembered>, ToolError> {
         self.blocking(move |e| e.remember(&a.content, &a.tags)).await
     }
@@ -319,7 +324,13 @@ impl SlmServer {
     }
 
     /// Delete memories by id. An unknown id is a not-found error and nothing is deleted.
-    #[tool(annotations(title = "Forget", read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false))]
+    #[tool(annotations(
+        title = "Forget",
+        read_only_hint = false,
+        destructive_hint = true,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
     async fn forget(&self, Parameters(a): Parameters<IdsArgs>) -> Result<Json<ForgottenOut>, ToolError> {
         self.blocking(move |e| Ok(ForgottenOut { forgotten: e.forget(&a.ids)? })).await
     }
@@ -331,8 +342,18 @@ impl SlmServer {
     }
 
     /// Block until a memory matching gate_query is retrievable with exact cosine >= gate_min_score, under hard bounds (laps, wall-clock, tokens, no-progress). Every lap is written to a durable ledger. Ending on a bound is a normal result (ok: true). Sends one progress notification per lap; cancellable.
-    #[tool(annotations(title = "Run a bounded loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn slm_loop_run(&self, Parameters(p): Parameters<LoopParams>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, ToolError> {
+    #[tool(annotations(
+        title = "Run a bounded loop",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn slm_loop_run(
+        &self,
+        Parameters(p): Parameters<LoopParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RunResult>, ToolError> {
         let verifiers = p.gate_verify.iter().flatten().chain(p.gates.iter().flat_map(|g| g.verify.iter().flatten()));
         if let Some(c) = verifiers.into_iter().find(|v| v.starts_with("cmd:")) {
             let e = Error::invalid("gate_verify", c, "cmd: verifiers run shell commands and are CLI-only; an MCP tool never runs one");
@@ -355,7 +376,13 @@ impl SlmServer {
     }
 
     /// Ask a running loop (in any process) to stop; it ends with status cancelled at its next check.
-    #[tool(annotations(title = "Cancel a loop run", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    #[tool(annotations(
+        title = "Cancel a loop run",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
     async fn slm_loop_cancel(&self, Parameters(a): Parameters<RunIdArgs>) -> Result<Json<CancelOutcome>, ToolError> {
         self.blocking(move |e| loops::cancel(e, &a.run_id)).await
     }
@@ -371,7 +398,13 @@ impl SlmServer {
     }
 
     /// Remember up to 1000 memories at once, embedded in batches; invalid items are reported and skipped.
-    #[tool(annotations(title = "Import memories", read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false))]
+    #[tool(annotations(
+        title = "Import memories",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = true,
+        open_world_hint = false
+    ))]
     async fn import_memories(&self, Parameters(a): Parameters<ImportArgs>) -> Result<Json<ImportSummary>, ToolError> {
         self.blocking(move |e| {
             crate::memory::validate_limit("items", a.items.len(), 1000)?;
@@ -381,8 +414,18 @@ impl SlmServer {
     }
 
     /// The keyless demo loop: a stub gate fails laps 1-2 and passes lap 3 (recorded as loop convergence-demo).
-    #[tool(annotations(title = "Demo loop", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false))]
-    async fn slm_loop_demo(&self, Parameters(a): Parameters<DemoArgs>, ctx: RequestContext<RoleServer>) -> Result<Json<RunResult>, ToolError> {
+    #[tool(annotations(
+        title = "Demo loop",
+        read_only_hint = false,
+        destructive_hint = false,
+        idempotent_hint = false,
+        open_world_hint = false
+    ))]
+    async fn slm_loop_demo(
+        &self,
+        Parameters(a): Parameters<DemoArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Json<RunResult>, ToolError> {
         let spec = CheckedLoop::demo(a.iterations).map_err(|e| ToolError::from(&e))?;
         self.run_loop(ctx, spec.limits.max_iterations, move |e, c, on_lap| loops::demo(e, &spec, c, on_lap)).await
     }
@@ -395,11 +438,7 @@ fn check_args<T: serde::de::DeserializeOwned>(args: &serde_json::Value) -> Optio
     let path = e.path().to_string();
     let inner = e.into_inner().to_string();
     // At the top level serde names the field in its message (missing or unknown field `x`).
-    let field = if path != "." {
-        path
-    } else {
-        inner.split('`').nth(1).map_or_else(|| "arguments".to_string(), str::to_string)
-    };
+    let field = if path != "." { path } else { inner.split('`').nth(1).map_or_else(|| "arguments".to_string(), str::to_string) };
     let message = format!("invalid {field}: {inner}");
     Some(crate::ErrorEnvelope { ok: false, error: crate::ErrorBody { kind: "invalid_input".into(), field: Some(field), message } })
 }

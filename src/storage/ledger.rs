@@ -203,7 +203,18 @@ impl SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .and_then(|mut st| {
-                st.execute(params![w.run_id, lap.lap, lap.ts, lap.decision, lap.passed, lap.detail, lap.score, lap.budget, id, lap.rejected])
+                st.execute(params![
+                    w.run_id,
+                    lap.lap,
+                    lap.ts,
+                    lap.decision,
+                    lap.passed,
+                    lap.detail,
+                    lap.score,
+                    lap.budget,
+                    id,
+                    lap.rejected
+                ])
             })
             .map_err(db_err)?;
         }
@@ -298,11 +309,9 @@ impl SqliteStore {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
         let now = crate::memory::now_rfc3339();
         for e in ends {
-            tx.prepare_cached(
-                "UPDATE loop_runs SET status = ?2, reason = ?3, laps = ?4, ended_at = ?5, result = ?6 WHERE run_id = ?1",
-            )
-            .and_then(|mut st| st.execute(params![e.run_id, e.status.as_str(), e.reason, e.laps, now, e.result]))
-            .map_err(db_err)?;
+            tx.prepare_cached("UPDATE loop_runs SET status = ?2, reason = ?3, laps = ?4, ended_at = ?5, result = ?6 WHERE run_id = ?1")
+                .and_then(|mut st| st.execute(params![e.run_id, e.status.as_str(), e.reason, e.laps, now, e.result]))
+                .map_err(db_err)?;
         }
         tx.commit().map_err(db_err)?;
         Ok(())
@@ -324,11 +333,7 @@ impl SqliteStore {
     /// under the write lock (so concurrent steps from several processes number their laps
     /// one after another and see each other's counters) and returns what to write, or an
     /// error (e.g. the run already ended) that rolls everything back.
-    pub fn step_locked<T>(
-        &mut self,
-        run_id: &str,
-        decide: impl FnOnce(RunRow) -> Result<(StepWrite, T)>,
-    ) -> Result<T> {
+    pub fn step_locked<T>(&mut self, run_id: &str, decide: impl FnOnce(RunRow) -> Result<(StepWrite, T)>) -> Result<T> {
         let path = self.path.clone();
         let db_err = |source| super::db_error(&path, source);
         let r = (|| {
@@ -384,10 +389,7 @@ impl SqliteStore {
     /// Asks a running run to stop; returns the run's current status (None: unknown run).
     pub fn run_request_cancel(&mut self, run_id: &str) -> Result<Option<RunStatus>> {
         self.conn
-            .execute(
-                "UPDATE loop_runs SET cancel_requested = 1 WHERE run_id = ?1 AND status = ?2",
-                [run_id, RunStatus::Running.as_str()],
-            )
+            .execute("UPDATE loop_runs SET cancel_requested = 1 WHERE run_id = ?1 AND status = ?2", [run_id, RunStatus::Running.as_str()])
             .map_err(|e| self.err(e))?;
         let status: Option<String> = self
             .conn
@@ -431,14 +433,10 @@ impl SqliteStore {
     pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<(i64, RunRow)>> {
         let filter = if name.is_some() { "name = ?1" } else { "?1 = ?1" };
         // rowid comes last, after the columns `raw_run` reads by position.
-        let sql = format!(
-            "SELECT {RUN_COLUMNS}, rowid FROM loop_runs WHERE {filter} AND rowid < ?2 ORDER BY rowid DESC LIMIT ?3"
-        );
+        let sql = format!("SELECT {RUN_COLUMNS}, rowid FROM loop_runs WHERE {filter} AND rowid < ?2 ORDER BY rowid DESC LIMIT ?3");
         let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map(params![name.unwrap_or(""), before.unwrap_or(i64::MAX), limit as i64], |r| {
-                Ok((r.get(12)?, raw_run(r)?))
-            })
+            .query_map(params![name.unwrap_or(""), before.unwrap_or(i64::MAX), limit as i64], |r| Ok((r.get(12)?, raw_run(r)?)))
             .map_err(|e| self.err(e))?;
         rows.map(|r| r.map_err(|e| self.err(e)).and_then(|(rowid, raw)| Ok((rowid, raw.typed()?)))).collect()
     }
@@ -453,9 +451,7 @@ impl SqliteStore {
                  ORDER BY last DESC LIMIT ?1",
             )
             .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .map_err(|e| self.err(e))?;
+        let rows = stmt.query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
     }
 
@@ -468,13 +464,9 @@ impl SqliteStore {
     pub fn run_laps_after(&self, run_id: &str, after: i64, limit: usize) -> Result<Vec<LapRow>> {
         let mut stmt = self
             .conn
-            .prepare_cached(
-                &format!("SELECT {LAP_COLUMNS} FROM loop_laps WHERE run_id = ?1 AND lap > ?3 ORDER BY lap LIMIT ?2"),
-            )
+            .prepare_cached(&format!("SELECT {LAP_COLUMNS} FROM loop_laps WHERE run_id = ?1 AND lap > ?3 ORDER BY lap LIMIT ?2"))
             .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(params![run_id, limit as i64, after], lap_row)
-            .map_err(|e| self.err(e))?;
+        let rows = stmt.query_map(params![run_id, limit as i64, after], lap_row).map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
     }
 

@@ -16,12 +16,12 @@
 //! refused instead of silently becoming a new, empty store.
 
 mod backend;
+mod checkpoint;
 mod ledger;
 pub mod pg;
 mod schema;
 mod transfer;
 pub mod writer;
-mod checkpoint;
 
 pub use backend::{Location, Store, PG_MARK};
 pub use pg::{PgUrl, PG_SCHEMA_VERSION};
@@ -154,8 +154,7 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
     loop {
         match f() {
             Err(rusqlite::Error::SqliteFailure(e, _))
-                if tries < 200
-                    && matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
+                if tries < 200 && matches!(e.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) =>
             {
                 tries += 1;
                 std::thread::sleep(Duration::from_millis(50));
@@ -301,9 +300,7 @@ impl SqliteStore {
     /// A damaged file reported at open is corruption, not a generic database error.
     fn classify_open(path: &Path, e: Error) -> Error {
         match e {
-            Error::Database { source, .. } if is_corrupt_code(&source) => {
-                Error::Corrupt(format!("{}: {source}", path.display()))
-            }
+            Error::Database { source, .. } if is_corrupt_code(&source) => Error::Corrupt(format!("{}: {source}", path.display())),
             e => e,
         }
     }
@@ -369,9 +366,7 @@ impl SqliteStore {
     fn quick_check(&self) -> String {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let uri = file_uri(&self.path, if self.read_only { "immutable=1" } else { "mode=ro" });
-        Connection::open_with_flags(uri, flags)
-            .and_then(|c| run_check(&c, false))
-            .unwrap_or_else(|e| format!("the check failed: {e}"))
+        Connection::open_with_flags(uri, flags).and_then(|c| run_check(&c, false)).unwrap_or_else(|e| format!("the check failed: {e}"))
     }
 
     /// The last integrity verdict in this process, if a check ran.
@@ -432,18 +427,14 @@ impl SqliteStore {
             tx.pragma_update(None, "user_version", (i + 1) as i64).map_err(db_err)?;
         }
         if current == 0 {
-            tx.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)", [CREATED_META, &now_rfc3339()])
-                .map_err(db_err)?;
+            tx.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)", [CREATED_META, &now_rfc3339()]).map_err(db_err)?;
         }
         tx.commit().map_err(db_err)
     }
 
     /// Reads a value from the meta table.
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        self.conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(|e| self.err(e))
+        self.conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional().map_err(|e| self.err(e))
     }
 
     /// Sets a meta value unless one is already there; returns the value now stored.
@@ -451,9 +442,7 @@ impl SqliteStore {
         if let Some(v) = self.meta(key)? {
             return Ok(v);
         }
-        self.conn
-            .execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)", [key, value])
-            .map_err(|e| self.err(e))?;
+        self.conn.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?1, ?2)", [key, value]).map_err(|e| self.err(e))?;
         Ok(self.meta(key)?.unwrap_or_else(|| value.to_string()))
     }
 
@@ -470,7 +459,8 @@ impl SqliteStore {
     pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {
         // A no-op inside a transaction, so it brackets the transaction (see `bulk_mode`).
         let bulk = self.bulk.is_some();
-        let fk = |conn: &Connection, on: bool| conn.execute_batch(if on { "PRAGMA foreign_keys = ON" } else { "PRAGMA foreign_keys = OFF" });
+        let fk =
+            |conn: &Connection, on: bool| conn.execute_batch(if on { "PRAGMA foreign_keys = ON" } else { "PRAGMA foreign_keys = OFF" });
         let r = (|| {
             if bulk {
                 fk(&self.conn, false)?;
@@ -627,9 +617,7 @@ impl SqliteStore {
 
     /// The largest id ever stored (0 for an empty store).
     pub fn max_id(&self) -> Result<i64> {
-        self.conn
-            .query_row("SELECT coalesce(max(id), 0) FROM memories", [], |r| r.get(0))
-            .map_err(|e| self.err(e))
+        self.conn.query_row("SELECT coalesce(max(id), 0) FROM memories", [], |r| r.get(0)).map_err(|e| self.err(e))
     }
 
     /// The largest id this store has ever issued (`AUTOINCREMENT`'s sequence; 0 when none):
@@ -705,9 +693,7 @@ impl SqliteStore {
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
         let mut n = 0;
         {
-            let mut st = tx
-                .prepare_cached("UPDATE memories SET embedding = ?2 WHERE id = ?1 AND length(embedding) = 0")
-                .map_err(db_err)?;
+            let mut st = tx.prepare_cached("UPDATE memories SET embedding = ?2 WHERE id = ?1 AND length(embedding) = 0").map_err(db_err)?;
             for (id, v) in rows {
                 n += st.execute(params![id, crate::spaces::to_blob(v)]).map_err(db_err)?;
             }
@@ -718,16 +704,11 @@ impl SqliteStore {
 
     /// For each id that exists: `(id, embedding bytes (empty if not embedded yet), content)`.
     pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT embedding, content FROM memories WHERE id = ?1")
-            .map_err(|e| self.err(e))?;
+        let mut stmt = self.conn.prepare_cached("SELECT embedding, content FROM memories WHERE id = ?1").map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for &id in ids {
-            if let Some((blob, content)) = stmt
-                .query_row([id], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?)))
-                .optional()
-                .map_err(|e| self.err(e))?
+            if let Some((blob, content)) =
+                stmt.query_row([id], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?))).optional().map_err(|e| self.err(e))?
             {
                 out.push((id, blob, content));
             }
@@ -845,10 +826,8 @@ mod tests {
         let mut wal_max = 0;
         for b in 0..batches {
             let texts: Vec<String> = (0..per).map(|i| format!("row {b}.{i}")).collect();
-            let rows: Vec<NewRow<'_>> = texts
-                .iter()
-                .map(|t| NewRow { kind: Kind::Memory, content: t, tags: &tags, embedding: &v, created_at: None })
-                .collect();
+            let rows: Vec<NewRow<'_>> =
+                texts.iter().map(|t| NewRow { kind: Kind::Memory, content: t, tags: &tags, embedding: &v, created_at: None }).collect();
             assert!(store.insert(&rows).unwrap().iter().all(|(_, deduped)| !deduped));
             wal_max = wal_max.max(std::fs::metadata(path.with_extension("db-wal")).map_or(0, |m| m.len()));
             store.bulk.as_ref().unwrap().settle();
@@ -925,7 +904,13 @@ mod tests {
         assert_eq!(find(&store, Some("2026-01-01T00:00:01.000000Z")), Some(1), "the v5 key still finds the lap");
 
         let at = ["2026-12-01T00:00:01.000001Z", "2026-12-01T00:00:02.000002Z"];
-        let row = |i: usize| NewRow { kind: Kind::Lap, content: "loop new lap 1: continue", tags: &tags, embedding: &[], created_at: Some(at[i]) };
+        let row = |i: usize| NewRow {
+            kind: Kind::Lap,
+            content: "loop new lap 1: continue",
+            tags: &tags,
+            embedding: &[],
+            created_at: Some(at[i]),
+        };
         let first = store.insert(&[row(0), row(1)]).unwrap();
         assert!(first.iter().all(|(_, deduped)| !deduped) && first[0].0 != first[1].0, "{first:?}");
         assert_eq!(store.insert(&[row(1)]).unwrap(), [(first[1].0, true)]);
@@ -933,7 +918,8 @@ mod tests {
         assert_eq!(find_new(Some(at[0])), Some(first[0].0));
         assert_eq!(find_new(None), None, "a time-keyed lap is found only with its time");
         // Memories keep content dedup whatever their time.
-        let m = |at: &'static str| NewRow { kind: Kind::Memory, content: "the build passed", tags: &[], embedding: &[], created_at: Some(at) };
+        let m =
+            |at: &'static str| NewRow { kind: Kind::Memory, content: "the build passed", tags: &[], embedding: &[], created_at: Some(at) };
         let a = store.insert(&[m(at[0])]).unwrap()[0];
         assert_eq!(store.insert(&[m(at[1])]).unwrap(), [(a.0, true)]);
     }
@@ -948,7 +934,14 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let mut store = SqliteStore::open(&tmp.path().join(DB_FILE)).unwrap();
         let params = RunParams {
-            limits: Limits { max_iterations: 20, max_wallclock_s: 60.0, poll_interval_s: 1.0, max_tokens: 0, no_progress_window: 0, gate_min_score: 0.8 },
+            limits: Limits {
+                max_iterations: 20,
+                max_wallclock_s: 60.0,
+                poll_interval_s: 1.0,
+                max_tokens: 0,
+                no_progress_window: 0,
+                gate_min_score: 0.8,
+            },
             gate: GateSpec::Memory { gate_query: "q".into(), gate_tags: vec![], gate_verify: vec![], gate_nli_min: 0.5 },
         };
         let runs = ["a-20261201T000000-aaaaaa", "b-20261201T000000-bbbbbb"];
@@ -1021,5 +1014,4 @@ mod tests {
         }
         assert_eq!(store.list(&[], Some(Kind::Lap), 10, None).unwrap().len(), 6);
     }
-
 }

@@ -360,5 +360,9 @@ fn commit(mut store: Option<&mut Store>, batch: Vec<Job>, on_commit: &dyn Fn(), 
 }
 
 fn lap_write(l: &Lap) -> LapWrite<'_> {
-    LapWrite { run_id: &l.run_id, lap: &l.row, memory: NewRow { kind: Kind::Lap, content: &l.text, tags: &l.tags, embedding: &[], created_at: None } }
+    LapWrite {
+        run_id: &l.run_id,
+        lap: &l.row,
+        memory: NewRow { kind: Kind::Lap, content: &l.text, tags: &l.tags, embedding: &[], created_at: None },
+    }
 }

@@ -124,7 +124,9 @@ fn kill_9_during_import_leaves_whole_batches_and_a_rerun_ends_exact() {
     let total = 4 * BATCH;
     let path = root.tmp.path().join("import.jsonl");
     let text: String = (1..=total)
-        .map(|i| json!({"content": format!("imported line {i} says build {} passed", i * 7919 % 1000), "tags": ["imported"]}).to_string() + "\n")
+        .map(|i| {
+            json!({"content": format!("imported line {i} says build {} passed", i * 7919 % 1000), "tags": ["imported"]}).to_string() + "\n"
+        })
         .collect();
     std::fs::write(&path, text).unwrap();
     let mut child = root.cmd(&["import", path.to_str().unwrap()]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
@@ -221,7 +223,12 @@ const fn spec(
 /// The subcommands of `slm --help` (and `search`, the hidden `embed-pending`, bad ones).
 const SPECS: &[Spec] = &[
     spec(&["remember"], Some(V::Text), &[("--tag", Some(V::Tag))], &[]),
-    spec(&["recall"], Some(V::Text), &[("--limit", Some(V::Int)), ("--tag", Some(V::Tag)), ("--min-score", Some(V::Float)), ("--laps", None)], &[]),
+    spec(
+        &["recall"],
+        Some(V::Text),
+        &[("--limit", Some(V::Int)), ("--tag", Some(V::Tag)), ("--min-score", Some(V::Float)), ("--laps", None)],
+        &[],
+    ),
     spec(&["search"], Some(V::Text), &[("--limit", Some(V::Int))], &[]),
     spec(&["list"], None, &[("--tag", Some(V::Tag)), ("--limit", Some(V::Int)), ("--kind", Some(V::Kind)), ("--before", Some(V::Id))], &[]),
     spec(&["forget"], Some(V::Id), &[], &[]),
@@ -237,7 +244,13 @@ const SPECS: &[Spec] = &[
     spec(
         &["gate", "check"],
         None,
-        &[("--memory", Some(V::Text)), ("--id", Some(V::Id)), ("--gate-min-score", Some(V::Float)), ("--gate-verify", Some(V::Verify)), ("--gate-nli-min", Some(V::Float))],
+        &[
+            ("--memory", Some(V::Text)),
+            ("--id", Some(V::Id)),
+            ("--gate-min-score", Some(V::Float)),
+            ("--gate-verify", Some(V::Verify)),
+            ("--gate-nli-min", Some(V::Float)),
+        ],
         &[("--query", Some(V::Text))],
     ),
     spec(&["loop", "demo"], None, &[("--iterations", Some(V::Int))], &[]),
@@ -253,7 +266,12 @@ const SPECS: &[Spec] = &[
             ("--gate-verify", Some(V::Verify)),
             ("--gate-nli-min", Some(V::Float)),
         ],
-        &[("--name", Some(V::Name)), ("--gate-query", Some(V::Text)), ("--max-iterations", Some(V::SmallInt)), ("--max-wallclock-s", Some(V::SmallFloat))],
+        &[
+            ("--name", Some(V::Name)),
+            ("--gate-query", Some(V::Text)),
+            ("--max-iterations", Some(V::SmallInt)),
+            ("--max-wallclock-s", Some(V::SmallFloat)),
+        ],
     ),
     spec(
         &["loop", "start"],
@@ -324,19 +342,40 @@ impl Fuzz {
             w("binary.jsonl", &(0..=255u8).cycle().take(1024).collect::<Vec<_>>()),
             w("utf8.jsonl", b"{\"content\": \"\xff\xfe\"}\n"),
             w("long.jsonl", long.as_bytes()),
-            w(
-                "embed.jsonl",
-                b"{\"content\":\"short vector\",\"embedding\":[1,2,3]}\n{\"content\":\"nan vector\",\"embedding\":[NaN]}\n",
-            ),
+            w("embed.jsonl", b"{\"content\":\"short vector\",\"embedding\":[1,2,3]}\n{\"content\":\"nan vector\",\"embedding\":[NaN]}\n"),
             w("fields.jsonl", b"{\"content\":\"x\",\"bogus\":1}\n{\"content\":\"y\",\"kind\":\"other\"}\n"),
             w("records.jsonl", b"{\"loop_run\":{\"name\":\"no id\"}}\n{\"loop_lap\":{\"run_id\":\"nope\",\"lap\":-1}}\n"),
             files.to_str().unwrap().to_string(),
             root.tmp.path().join("missing.jsonl").to_str().unwrap().to_string(),
         ];
         let mut nasty: Vec<OsString> = [
-            "", "0", "-1", "-0", "NaN", "nan", "inf", "-inf", "1e308", "1e309", "99999999999999999999999", "18446744073709551616",
-            "9223372036854775808", "0x10", " 1 ", "١٢٣", "日本語", "🚀", "-", "--", "--json", "a,b", "has space", "\n",
-            "'; DROP TABLE memories; --", "%s%n", "../../etc/passwd",
+            "",
+            "0",
+            "-1",
+            "-0",
+            "NaN",
+            "nan",
+            "inf",
+            "-inf",
+            "1e308",
+            "1e309",
+            "99999999999999999999999",
+            "18446744073709551616",
+            "9223372036854775808",
+            "0x10",
+            " 1 ",
+            "١٢٣",
+            "日本語",
+            "🚀",
+            "-",
+            "--",
+            "--json",
+            "a,b",
+            "has space",
+            "\n",
+            "'; DROP TABLE memories; --",
+            "%s%n",
+            "../../etc/passwd",
         ]
         .iter()
         .map(|s| os(s))
@@ -344,13 +383,15 @@ impl Fuzz {
         nasty.push(os(&"x".repeat(70_000)));
         nasty.push(OsString::from_vec(b"\xff\xfeinvalid utf-8".to_vec()));
         let mut f = Fuzz { root, rng: Rng(seed.max(1)), nasty, good_files, bad_files, ids: vec![], runs: vec![] };
-        for (i, text) in ["the deploy of release 9 finished", "nightly build failed on arm64", "review complete: PR #42 is approved", "日本語のメモ"]
-            .iter()
-            .enumerate()
+        for (i, text) in
+            ["the deploy of release 9 finished", "nightly build failed on arm64", "review complete: PR #42 is approved", "日本語のメモ"]
+                .iter()
+                .enumerate()
         {
             f.ids.push(f.root.remember(text, &[&format!("t{i}")]).to_string());
         }
-        let run = f.root.json(&["loop", "run", "--name", "setup", "--gate-query", "deploy of release 9 finished", "--gate-min-score", "0.5"]);
+        let run =
+            f.root.json(&["loop", "run", "--name", "setup", "--gate-query", "deploy of release 9 finished", "--gate-min-score", "0.5"]);
         f.runs.push(run["run_id"].as_str().unwrap().to_string());
         let started = f.root.json(&["loop", "start", "--name", "agent", "--gate-cmd", "false", "--max-wallclock-s", "120"]);
         f.runs.push(started["run_id"].as_str().unwrap().to_string());
@@ -365,7 +406,13 @@ impl Fuzz {
         }
         let out = self.root.tmp.path().join(format!("out-{}.jsonl", self.rng.below(1_000_000)));
         let good: Vec<String> = match v {
-            V::Text => vec!["the deploy finished".into(), "nightly build failed on arm64".into(), "日本語のメモ".into(), "x".repeat(2000), "y".repeat(2001)],
+            V::Text => vec![
+                "the deploy finished".into(),
+                "nightly build failed on arm64".into(),
+                "日本語のメモ".into(),
+                "x".repeat(2000),
+                "y".repeat(2001),
+            ],
             V::Tag => vec!["imp".into(), "t0".into(), "loop:setup".into(), "a-b_c".into(), "t".repeat(128), "t".repeat(129)],
             V::Name => vec!["fuzz".into(), "fuzz.loop:1".into(), "setup".into(), "agent".into(), "n".repeat(129), "ü".into()],
             V::Int => ["1", "2", "5", "10", "0", "1000", "1001"].map(String::from).to_vec(),
@@ -375,7 +422,9 @@ impl Fuzz {
             V::Id => self.ids.iter().cloned().chain(["1".into(), "99999".into()]).collect(),
             V::Run => self.runs.iter().cloned().chain(["00000000-0000-0000-0000-000000000000".into(), "nope".into()]).collect(),
             V::File => self.good_files.iter().chain(&self.bad_files).cloned().collect(),
-            V::Out => vec![out.to_str().unwrap().into(), "/nonexistent/dir/out.jsonl".into(), self.root.tmp.path().to_str().unwrap().into()],
+            V::Out => {
+                vec![out.to_str().unwrap().into(), "/nonexistent/dir/out.jsonl".into(), self.root.tmp.path().to_str().unwrap().into()]
+            }
             V::Shell => ["true", "false", "exit 3", "echo ok", "kill -9 $$", "cat /nonexistent", "exit 256"].map(String::from).to_vec(),
             V::Verify => ["guard", "none", "nli:/nonexistent", "cmd:true", "cmd:false", "cmd:", "bogus", "nli:"].map(String::from).to_vec(),
             V::EnvSpec => ["HOME", "X=1", "=1", "NOT_SET_ANYWHERE_15", "A B=1"].map(String::from).to_vec(),
@@ -464,7 +513,20 @@ impl Fuzz {
             vec!["loop", "demo", "--iterations", top],
             vec!["loop", "show", run, "--limit", top],
             vec!["loop", "history", "--limit", top],
-            vec!["loop", "start", "--name", "big", "--gate-cmd", "true", "--max-iterations", i63, "--max-wallclock-s", "1e308", "--max-tokens", i63],
+            vec![
+                "loop",
+                "start",
+                "--name",
+                "big",
+                "--gate-cmd",
+                "true",
+                "--max-iterations",
+                i63,
+                "--max-wallclock-s",
+                "1e308",
+                "--max-tokens",
+                i63,
+            ],
             vec!["loop", "step", run, "--tokens", i63, "--json"],
             vec!["loop", "step", run, "--tokens", i63, "--json"],
             vec!["remember", &long],
@@ -640,7 +702,11 @@ fn mcp_cases() -> Vec<(Vec<u8>, Vec<Value>, bool)> {
     add(&s(json!({"jsonrpc": "2.0", "id": 424242, "result": {}})), vec![], false);
     // Batches (MCP has none): every member with an id is answered.
     add(b"[]", vec![Value::Null], true);
-    add(&s(json!([req(json!("b1"), json!("ping"), None), req(json!("b2"), json!("tools/list"), None)])), vec![json!("b1"), json!("b2")], true);
+    add(
+        &s(json!([req(json!("b1"), json!("ping"), None), req(json!("b2"), json!("tools/list"), None)])),
+        vec![json!("b1"), json!("b2")],
+        true,
+    );
     add(b"[1,2]", vec![Value::Null, Value::Null], true);
     // tools/call without usable params, an unknown tool, bad arguments for every tool.
     add(&s(req(json!("c0"), json!("tools/call"), None)), vec![json!("c0")], true);
@@ -651,7 +717,11 @@ fn mcp_cases() -> Vec<(Vec<u8>, Vec<Value>, bool)> {
         let id = json!(format!("t{n}"));
         add(&s(req(id.clone(), json!("tools/call"), Some(json!({"name": tool, "arguments": args})))), vec![id], true);
     }
-    add(&s(req(json!("big"), json!("tools/call"), Some(json!({"name": "remember", "arguments": {"content": "z".repeat(2_000_000)}})))), vec![json!("big")], true);
+    add(
+        &s(req(json!("big"), json!("tools/call"), Some(json!({"name": "remember", "arguments": {"content": "z".repeat(2_000_000)}})))),
+        vec![json!("big")],
+        true,
+    );
     add(&b"{".repeat(100_000), vec![Value::Null], true);
     cases
 }

@@ -68,7 +68,9 @@ fn a_closed_pipe_ends_every_printing_command_quietly() {
 #[test]
 fn completions_and_man_page() {
     let root = Root::new();
-    for (shell, marker) in [("bash", "complete -F"), ("zsh", "#compdef slm"), ("fish", "complete -c slm"), ("elvish", "slm"), ("powershell", "slm")] {
+    for (shell, marker) in
+        [("bash", "complete -F"), ("zsh", "#compdef slm"), ("fish", "complete -c slm"), ("elvish", "slm"), ("powershell", "slm")]
+    {
         let out = root.run(&["completions", shell]);
         assert!(out.status.success(), "{shell}: {}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8_lossy(&out.stdout);

@@ -66,9 +66,8 @@ impl Root {
         a.push("--json");
         let out = self.run(&a);
         assert!(out.status.success(), "slm {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("slm {args:?} printed invalid JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
-        })
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("slm {args:?} printed invalid JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
     }
 
     /// Remembers `content` with tags and returns its id.
@@ -153,7 +152,8 @@ impl RawMcp {
 
     /// The same, with `env` added to the server's environment.
     pub fn start_env(root: &Root, args: &[&str], env: &[(&str, &str)]) -> RawMcp {
-        let stderr_path = tempfile::Builder::new().prefix("mcp-stderr").tempfile_in(root.tmp.path()).unwrap().into_temp_path().keep().unwrap();
+        let stderr_path =
+            tempfile::Builder::new().prefix("mcp-stderr").tempfile_in(root.tmp.path()).unwrap().into_temp_path().keep().unwrap();
         let mut child = root
             .cmd(&[&["mcp"], args].concat())
             .envs(env.iter().copied())
@@ -173,8 +173,11 @@ impl RawMcp {
             }
         });
         let mut m = RawMcp { child, stdin, replies, stderr_path };
-        m.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}).to_string());
+        m.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+            .to_string(),
+        );
         assert_eq!(m.reply()["result"]["serverInfo"]["name"], "slm");
         m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
         m
@@ -187,9 +190,11 @@ impl RawMcp {
 
     /// Writes one line of raw bytes (not necessarily UTF-8).
     pub fn send_bytes(&mut self, line: &[u8]) {
-        self.stdin.write_all(line).and_then(|()| self.stdin.write_all(b"\n")).and_then(|()| self.stdin.flush()).unwrap_or_else(|e| {
-            panic!("slm mcp stopped reading ({e}); stderr: {}", self.stderr())
-        });
+        self.stdin
+            .write_all(line)
+            .and_then(|()| self.stdin.write_all(b"\n"))
+            .and_then(|()| self.stdin.flush())
+            .unwrap_or_else(|e| panic!("slm mcp stopped reading ({e}); stderr: {}", self.stderr()));
     }
 
     /// The next reply; 30 s without one fails (the client would hang).

@@ -52,9 +52,8 @@ fn concurrent_embed_pending_embed_each_row_once() {
         store.insert(&rows).unwrap();
         assert_eq!(store.pending_rows(1000).unwrap().len(), 300);
     }
-    let procs: Vec<_> = (0..4)
-        .map(|_| root.cmd(&["embed-pending", "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap())
-        .collect();
+    let procs: Vec<_> =
+        (0..4).map(|_| root.cmd(&["embed-pending", "--json"]).stdout(std::process::Stdio::piped()).spawn().unwrap()).collect();
     let mut total = 0;
     for p in procs {
         let out = p.wait_with_output().unwrap();

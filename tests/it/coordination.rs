@@ -76,10 +76,23 @@ fn ids(v: &Value) -> BTreeSet<i64> {
 fn a_barrier_of_eight_writers_converges_on_the_eighth() {
     let root = Root::new();
     root.remember("warm-up: the batch is queued", &[]);
-    let gate = ["--name", "barrier", "--gate-query", "shard done", "--gate-tag", "batch-7", "--gate-count", "8", "--gate-verify", "guard:entities"];
+    let gate = [
+        "--name",
+        "barrier",
+        "--gate-query",
+        "shard done",
+        "--gate-tag",
+        "batch-7",
+        "--gate-count",
+        "8",
+        "--gate-verify",
+        "guard:entities",
+    ];
     let child = spawn_run(&root, &gate);
     let (run_id, _) = wait_laps(&root, "barrier", 1);
-    let spawn = |k: usize| root.cmd(&["remember", &format!("shard {k} done"), "--tag", "batch-7", "--json"]).stdout(Stdio::piped()).spawn().unwrap();
+    let spawn = |k: usize| {
+        root.cmd(&["remember", &format!("shard {k} done"), "--tag", "batch-7", "--json"]).stdout(Stdio::piped()).spawn().unwrap()
+    };
     let writers: Vec<Child> = (1..=7).map(spawn).collect();
     let mut written = BTreeSet::new();
     for w in writers {
@@ -122,7 +135,19 @@ fn since_start_and_since_last_skip_stale_signals() {
     // ends on its bound, having ignored both the stale and the fresh one.
     let plain = root.json(&["loop", "run", "--name", "deploy-plain", "--gate-query", "deploy of api finished", "--max-iterations", "1"]);
     assert_eq!(plain["status"], "converged", "{plain}");
-    let out = root.run(&["loop", "run", "--name", "deploy", "--gate-query", "deploy of api finished", "--since", "last", "--max-iterations", "1", "--json"]);
+    let out = root.run(&[
+        "loop",
+        "run",
+        "--name",
+        "deploy",
+        "--gate-query",
+        "deploy of api finished",
+        "--since",
+        "last",
+        "--max-iterations",
+        "1",
+        "--json",
+    ]);
     let again: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
     assert_eq!(again["status"], "max_iterations", "{again}");
     assert!(again["reason"].as_str().unwrap().contains("2 older matches ignored (since last)"), "{again}");
@@ -136,7 +161,19 @@ fn since_start_and_since_last_skip_stale_signals() {
     assert_eq!(r["match"]["id"], next, "{r}");
     // `#ID` keeps out everything up to that memory.
     let since = format!("#{next}");
-    let out = root.run(&["loop", "run", "--name", "by-id", "--gate-query", "deploy of api finished", "--since", &since, "--max-iterations", "1", "--json"]);
+    let out = root.run(&[
+        "loop",
+        "run",
+        "--name",
+        "by-id",
+        "--gate-query",
+        "deploy of api finished",
+        "--since",
+        &since,
+        "--max-iterations",
+        "1",
+        "--json",
+    ]);
     let r: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
     assert_eq!(r["status"], "max_iterations", "{r}");
     assert!(r["reason"].as_str().unwrap().contains(&format!("older matches ignored (since #{next})")), "{r}");

@@ -53,8 +53,7 @@ fn start(root: &Root) -> Dashboard {
 
 /// Starts `slm ARGS` (a dashboard) with SLM_LOG=trace and reads its announced URL.
 fn start_with(root: &Root, args: &[&str]) -> Dashboard {
-    let mut child =
-        root.cmd(args).env("SLM_LOG", "trace").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = root.cmd(args).env("SLM_LOG", "trace").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stderr = child.stderr.take().unwrap();
     let err = std::thread::spawn(move || {
         let mut s = String::new();
@@ -66,7 +65,9 @@ fn start_with(root: &Root, args: &[&str]) -> Dashboard {
     out.read_line(&mut line).unwrap();
     let url = match line.trim().strip_prefix("dashboard: ") {
         Some(u) => u.to_string(),
-        None => serde_json::from_str::<Value>(line.trim()).ok().and_then(|v| v["url"].as_str().map(String::from))
+        None => serde_json::from_str::<Value>(line.trim())
+            .ok()
+            .and_then(|v| v["url"].as_str().map(String::from))
             .unwrap_or_else(|| panic!("unexpected first line {line:?}")),
     };
     let authority = url.trim_start_matches("http://").split('/').next().unwrap().to_string();
@@ -239,8 +240,22 @@ fn the_page_works_in_a_real_browser() {
     assert!(root.run(&["loop", "demo"]).status.success());
     // A run that stays live while the browser watches (1 lap a second for up to 60 s).
     let mut live = root
-        .cmd(&["loop", "run", "--name", "live", "--gate-query", "never happens", "--gate-min-score", "0.99",
-               "--max-wallclock-s", "60", "--poll-interval-s", "1", "--max-iterations", "200"])
+        .cmd(&[
+            "loop",
+            "run",
+            "--name",
+            "live",
+            "--gate-query",
+            "never happens",
+            "--gate-min-score",
+            "0.99",
+            "--max-wallclock-s",
+            "60",
+            "--poll-interval-s",
+            "1",
+            "--max-iterations",
+            "200",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -298,8 +313,15 @@ fn a_remote_bind_requires_the_secret() {
     let data_dir = root.dir().display().to_string();
 
     // Without the secret: 401 with the JSON error shape on every path and method, no data.
-    for (method, path) in [("GET", "/"), ("GET", "/api/status"), ("GET", "/api/memories"), ("GET", "/api/runs/x"),
-                           ("GET", "/nope"), ("POST", "/api/memories"), ("GET", "/?token=")] {
+    for (method, path) in [
+        ("GET", "/"),
+        ("GET", "/api/status"),
+        ("GET", "/api/memories"),
+        ("GET", "/api/runs/x"),
+        ("GET", "/nope"),
+        ("POST", "/api/memories"),
+        ("GET", "/?token="),
+    ] {
         let (status, head, body) = http_full(&d.addr, method, path, &d.host, &[]);
         assert_eq!(status, 401, "{method} {path}: {body}");
         assert!(header(&head, "content-type").unwrap().starts_with("application/json"), "{head}");
@@ -374,8 +396,12 @@ fn token_file_json_url_and_open_loopback() {
     let rest = d.stop();
     assert!(!rest.contains(secret) && !rest.contains("correct-horse"), "{rest}");
 
-    for (text, what) in [("", "empty"), ("   \n", "blank"), ("only-31-characters-long-0123456", "short"),
-                         ("has spaces inside it but is long enough", "spaces")] {
+    for (text, what) in [
+        ("", "empty"),
+        ("   \n", "blank"),
+        ("only-31-characters-long-0123456", "short"),
+        ("has spaces inside it but is long enough", "spaces"),
+    ] {
         std::fs::write(&file, text).unwrap();
         let err = expect_exit(&root.run(&["dashboard", "--port", "0", "--token-file", file.to_str().unwrap()]), 2, what);
         assert!(err.contains("token_file"), "{what}: {err}");
@@ -397,8 +423,10 @@ fn token_file_json_url_and_open_loopback() {
 #[test]
 fn an_any_address_bind_accepts_real_host_names() {
     let root = Root::new();
-    let d = start_with(&root, &["dashboard", "--bind", "0.0.0.0", "--allow-remote", "--port", "0",
-                                "--allow-host", "dash.example", "--allow-host", "10.9.8.7"]);
+    let d = start_with(
+        &root,
+        &["dashboard", "--bind", "0.0.0.0", "--allow-remote", "--port", "0", "--allow-host", "dash.example", "--allow-host", "10.9.8.7"],
+    );
     let port = d.addr.rsplit(':').next().unwrap().to_string();
     let bearer = format!("Bearer {}", d.token());
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_ascii_lowercase();
@@ -412,7 +440,12 @@ fn an_any_address_bind_accepts_real_host_names() {
         let (status, _, body) = http_full(&d.addr, "GET", "/api/status", &host, &[("Authorization", &bearer)]);
         assert_eq!(status, 200, "Host {host}: {body}");
     }
-    for host in ["evil.example".to_string(), format!("evil.example:{port}"), format!("localhost:{}", port.parse::<u16>().unwrap() ^ 1), String::new()] {
+    for host in [
+        "evil.example".to_string(),
+        format!("evil.example:{port}"),
+        format!("localhost:{}", port.parse::<u16>().unwrap() ^ 1),
+        String::new(),
+    ] {
         let (status, _, body) = http_full(&d.addr, "GET", "/api/status", &host, &[("Authorization", &bearer)]);
         assert_eq!(status, 403, "Host {host:?}: {body}");
     }

@@ -78,7 +78,18 @@ fn a_large_store_is_searched_through_its_files_with_the_same_results() {
     let r = root.json(&["recall", "nightly ARM build green", "--limit", "1"]);
     assert_eq!(r["hits"][0]["id"], fresh);
     // The loop gate sweeps the files too, exactly.
-    let run = root.json(&["loop", "run", "--name", "scale", "--gate-query", "PR 42 approved", "--gate-min-score", "0.6", "--max-iterations", "2"]);
+    let run = root.json(&[
+        "loop",
+        "run",
+        "--name",
+        "scale",
+        "--gate-query",
+        "PR 42 approved",
+        "--gate-min-score",
+        "0.6",
+        "--max-iterations",
+        "2",
+    ]);
     assert_eq!(run["status"], "converged", "{run}");
     assert_eq!(run["match"]["id"], approved, "{run}");
     let v = root.json(&["index", "verify", "--queries", "40"]);
@@ -176,12 +187,8 @@ fn import_checks_and_normalises_given_embeddings() {
     expect_exit(&out, 2, "import with bad embeddings");
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(s["imported"], 2, "{s}");
-    let skipped: Vec<(u64, String)> = s["skipped"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| (x["line"].as_u64().unwrap(), x["error"].as_str().unwrap().to_string()))
-        .collect();
+    let skipped: Vec<(u64, String)> =
+        s["skipped"].as_array().unwrap().iter().map(|x| (x["line"].as_u64().unwrap(), x["error"].as_str().unwrap().to_string())).collect();
     assert_eq!(skipped.iter().map(|s| s.0).collect::<Vec<_>>(), vec![2, 3, 4], "{s}");
     assert!(skipped[0].1.contains("embedding") && skipped[0].1.contains("384"), "{skipped:?}");
     assert!(skipped[1].1.contains("zeros"), "{skipped:?}");

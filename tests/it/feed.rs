@@ -67,8 +67,18 @@ fn a_commit_wakes_a_loop_long_before_its_poll() {
 #[test]
 fn without_the_feed_a_loop_falls_back_to_its_poll() {
     let root = Root::new();
-    let args = ["--name", "poll", "--gate-query", "invoice 77 was paid in full", "--poll-interval-s", "2",
-                "--max-wallclock-s", "60", "--gate-min-score", "0.8"];
+    let args = [
+        "--name",
+        "poll",
+        "--gate-query",
+        "invoice 77 was paid in full",
+        "--poll-interval-s",
+        "2",
+        "--max-wallclock-s",
+        "60",
+        "--gate-min-score",
+        "0.8",
+    ];
     let child = spawn_run(&root, &args, true);
     let run_id = wait_first_lap(&root, "poll");
     let started = Instant::now();
@@ -116,8 +126,20 @@ fn a_cancel_from_another_process_arrives_through_the_feed() {
 #[test]
 fn a_burst_of_unrelated_writes_costs_no_laps() {
     let root = Root::new();
-    let args = ["--name", "burst", "--gate-query", "the security audit of release 9 signed off", "--poll-interval-s", "2",
-                "--max-wallclock-s", "7", "--max-iterations", "200", "--gate-min-score", "0.9"];
+    let args = [
+        "--name",
+        "burst",
+        "--gate-query",
+        "the security audit of release 9 signed off",
+        "--poll-interval-s",
+        "2",
+        "--max-wallclock-s",
+        "7",
+        "--max-iterations",
+        "200",
+        "--gate-min-score",
+        "0.9",
+    ];
     let child = spawn_run(&root, &args, false);
     wait_first_lap(&root, "burst");
     // Unrelated memories from other processes, each its own commit and announcement.

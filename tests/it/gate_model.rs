@@ -84,12 +84,30 @@ fn the_default_gate_holds_its_measured_accuracy_on_the_test_split_and_the_dev_se
 #[test]
 fn gate_check_names_the_model_and_its_probability() {
     let root = Root::new();
-    let out = root.run(&["gate", "check", "--query", "deployed to production", "--memory", "image built and pushed to the registry", "--gate-verify", "model"]);
+    let out = root.run(&[
+        "gate",
+        "check",
+        "--query",
+        "deployed to production",
+        "--memory",
+        "image built and pushed to the registry",
+        "--gate-verify",
+        "model",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     expect_exit(&out, 3, "gate check on another step of the workflow");
     assert!(text.contains("model: rejects: the verifier gives 0."), "{text}");
     assert!(text.contains("that it says \"deployed to production\""), "{text}");
-    let out = root.run(&["gate", "check", "--query", "deployed to production", "--memory", "the deploy to production is done, all pods healthy", "--gate-verify", "model"]);
+    let out = root.run(&[
+        "gate",
+        "check",
+        "--query",
+        "deployed to production",
+        "--memory",
+        "the deploy to production is done, all pods healthy",
+        "--gate-verify",
+        "model",
+    ]);
     expect_exit(&out, 0, "gate check on a true signal");
 }
 
@@ -170,7 +188,19 @@ fn at_the_default_threshold_another_agents_unrelated_news_ends_no_loop() {
     // the guard let an approval end a wait for a deploy (issue #25).
     let root = Root::new();
     root.remember("review complete: PR #42 is approved", &[]);
-    let args = ["loop", "run", "--name", "deploy", "--gate-query", "deploy finished", "--max-iterations", "2", "--poll-interval-s", "0.25", "--json"];
+    let args = [
+        "loop",
+        "run",
+        "--name",
+        "deploy",
+        "--gate-query",
+        "deploy finished",
+        "--max-iterations",
+        "2",
+        "--poll-interval-s",
+        "0.25",
+        "--json",
+    ];
     let out = root.run(&args);
     expect_exit(&out, 3, "a wait for a deploy over an approval");
     let r = last_json(&out);

@@ -37,7 +37,6 @@ fn spawn_loop(root: &Root, name: &str, extra: &[&str]) -> Child {
     root.cmd(&loop_args(name, extra)).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn loop run")
 }
 
-
 /// The rejections recorded on lap `lap` of `run_id` (`slm loop show`).
 fn lap_rejections(root: &Root, run_id: &str, lap: usize) -> Vec<Value> {
     let s = root.json(&["loop", "show", run_id]);
@@ -69,7 +68,11 @@ fn readme_example_no_longer_converges_on_not_approved_and_converges_on_the_appro
     assert_eq!(rej[0]["id"], bad);
     assert_eq!(rej[0]["verifier"], "model");
     assert_eq!(rej[0]["rule"], "model", "{rej:?}");
-    assert!(rej[0]["reason"].as_str().unwrap().contains("the verifier gives 0.") && rej[0]["reason"].as_str().unwrap().contains("PR #42 approved"), "{rej:?}");
+    assert!(
+        rej[0]["reason"].as_str().unwrap().contains("the verifier gives 0.")
+            && rej[0]["reason"].as_str().unwrap().contains("PR #42 approved"),
+        "{rej:?}"
+    );
     // Later laps do not re-verify it, and do not read as if they should have passed.
     let show = root.json(&["loop", "show", run_id]);
     let lap2 = &show["laps"][1];
@@ -205,7 +208,8 @@ fn nli_verifier_with_the_generated_model() {
     let spec = format!("nli:{}", dir.display());
     let root = Root::new();
     let check = |memory: &str| {
-        let out = root.run(&["gate", "check", "--query", QUERY, "--memory", memory, "--gate-min-score", "0.5", "--gate-verify", &spec, "--json"]);
+        let out =
+            root.run(&["gate", "check", "--query", QUERY, "--memory", memory, "--gate-min-score", "0.5", "--gate-verify", &spec, "--json"]);
         (out.status.code(), parse(&out))
     };
     let (code, c) = check(APPROVED);
@@ -218,7 +222,21 @@ fn nli_verifier_with_the_generated_model() {
     assert_eq!(c["verifiers"][0]["accepted"], false, "{c}");
     assert_eq!(c["verifiers"][0]["rule"], "entailment", "{c}");
     // A threshold above the model's 0.909 rejects even the entailing memory.
-    let out = root.run(&["gate", "check", "--query", QUERY, "--memory", APPROVED, "--gate-min-score", "0.5", "--gate-verify", &spec, "--gate-nli-min", "0.95", "--json"]);
+    let out = root.run(&[
+        "gate",
+        "check",
+        "--query",
+        QUERY,
+        "--memory",
+        APPROVED,
+        "--gate-min-score",
+        "0.5",
+        "--gate-verify",
+        &spec,
+        "--gate-nli-min",
+        "0.95",
+        "--json",
+    ]);
     expect_exit(&out, 3, "nli above the model's probability");
 
     // A loop with the NLI verifier skips the contradiction and converges on the approval.
@@ -307,16 +325,42 @@ fn gate_check_by_id_on_a_memory_a_lap_and_an_unknown_id() {
     assert_eq!(c["verifiers"][0]["verifier"], "guard:entities", "{c}");
     assert_eq!(c["verifiers"][0]["accepted"], true, "#42 is in the memory: {c}");
     assert_eq!(c["verifiers"][1]["rule"], "model", "{c}");
-    let text = String::from_utf8_lossy(&root.run(&["gate", "check", "--query", QUERY, "--id", &bad.to_string(), "--gate-min-score", "0.5"]).stdout)
-        .into_owned();
+    let text = String::from_utf8_lossy(
+        &root.run(&["gate", "check", "--query", QUERY, "--id", &bad.to_string(), "--gate-min-score", "0.5"]).stdout,
+    )
+    .into_owned();
     assert!(text.starts_with("blocked:") && text.contains("model: rejects"), "{text}");
 
     // A ledger lap is never eligible, whatever it says and whatever the threshold.
-    let out = root.run(&["loop", "run", "--name", "laps", "--gate-query", "never happens", "--gate-min-score", "0.99", "--max-iterations", "1", "--json"]);
+    let out = root.run(&[
+        "loop",
+        "run",
+        "--name",
+        "laps",
+        "--gate-query",
+        "never happens",
+        "--gate-min-score",
+        "0.99",
+        "--max-iterations",
+        "1",
+        "--json",
+    ]);
     expect_exit(&out, 3, "one-lap run");
     let laps = root.json(&["list", "--kind", "lap"]);
     let lap = laps["memories"][0]["id"].as_i64().unwrap_or_else(|| panic!("no lap listed: {laps}"));
-    let out = root.run(&["gate", "check", "--query", "loop laps lap 1", "--id", &lap.to_string(), "--gate-min-score", "-1", "--gate-verify", "none", "--json"]);
+    let out = root.run(&[
+        "gate",
+        "check",
+        "--query",
+        "loop laps lap 1",
+        "--id",
+        &lap.to_string(),
+        "--gate-min-score",
+        "-1",
+        "--gate-verify",
+        "none",
+        "--json",
+    ]);
     expect_exit(&out, 3, "gate check on a lap");
     let c = parse(&out);
     assert_eq!((c["candidate"].as_bool(), c["passed"].as_bool()), (Some(false), Some(false)), "{c}");

@@ -44,10 +44,7 @@ fn a_step_from_another_directory_path_or_environment_gets_the_recorded_verdict()
     // and GATE_OK=yes. None of these exist where and with what the run was started.
     script(&elsewhere.join("check.sh"), 0);
     script(&fake.join("mygate"), 0);
-    let steering = [
-        ("PATH", format!("{}:{}", fake.display(), std::env::var("PATH").unwrap())),
-        ("GATE_OK", "yes".to_string()),
-    ];
+    let steering = [("PATH", format!("{}:{}", fake.display(), std::env::var("PATH").unwrap())), ("GATE_OK", "yes".to_string())];
     let gate = r#"./check.sh || mygate || test "$GATE_OK" = yes"#;
     let (code, started) = json_in(&root, &home, &[], &["loop", "start", "--name", "pinned", "--gate-cmd", gate, "--max-wallclock-s", "60"]);
     assert_eq!(code, 0, "{started}");
@@ -117,8 +114,20 @@ fn a_lap_that_fails_ends_its_run_with_status_error() {
     root.remember("the nightly build is still running", &[]);
     let mut child = root
         .cmd(&[
-            "loop", "run", "--name", "breaks", "--gate-query", "deploy of release 9 finished", "--gate-min-score", "0.99",
-            "--max-wallclock-s", "60", "--max-iterations", "200", "--poll-interval-s", "0.25",
+            "loop",
+            "run",
+            "--name",
+            "breaks",
+            "--gate-query",
+            "deploy of release 9 finished",
+            "--gate-min-score",
+            "0.99",
+            "--max-wallclock-s",
+            "60",
+            "--max-iterations",
+            "200",
+            "--poll-interval-s",
+            "0.25",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -161,7 +170,19 @@ fn a_wall_clock_the_laps_cannot_wait_out_is_said_once() {
     assert_eq!(notes[0]["field"], "max_wallclock_s");
     assert!(notes[0]["message"].as_str().unwrap().contains("after about 0.5 s"), "{r}");
     // A wall-clock the laps can fill: no note.
-    let out = root.run(&["loop", "run", "--name", "full", "--gate-query", "never", "--max-wallclock-s", "1", "--poll-interval-s", "0.25", "--json"]);
+    let out = root.run(&[
+        "loop",
+        "run",
+        "--name",
+        "full",
+        "--gate-query",
+        "never",
+        "--max-wallclock-s",
+        "1",
+        "--poll-interval-s",
+        "0.25",
+        "--json",
+    ]);
     let err = expect_exit(&out, 3, "bounded run");
     assert!(!err.contains("note"), "{err}");
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -180,7 +201,11 @@ fn slm_mcp_answers_every_malformed_or_invalid_line_with_its_id() {
         (json!({"jsonrpc": "2.0", "id": 13, "method": 5}).to_string(), json!(13), -32600),
         (json!({"jsonrpc": "2.0", "id": 14, "method": "tools/list", "params": [1]}).to_string(), json!(14), -32602),
         (json!({"jsonrpc": "2.0", "id": 15, "method": "tools/call"}).to_string(), json!(15), -32602),
-        (json!({"jsonrpc": "2.0", "id": 16, "method": "tools/call", "params": {"name": "status", "arguments": "x"}}).to_string(), json!(16), -32602),
+        (
+            json!({"jsonrpc": "2.0", "id": 16, "method": "tools/call", "params": {"name": "status", "arguments": "x"}}).to_string(),
+            json!(16),
+            -32602,
+        ),
     ];
     for (line, id, code) in &cases {
         m.send(line);
@@ -188,7 +213,9 @@ fn slm_mcp_answers_every_malformed_or_invalid_line_with_its_id() {
         assert_eq!((&r["jsonrpc"], &r["id"], r["error"]["code"].as_i64()), (&json!("2.0"), id, Some(*code)), "{line} -> {r}");
     }
     // Wrong argument types: a tool error with slm's {kind, field, message}.
-    m.send(&json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": 5}}}).to_string());
+    m.send(
+        &json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": 5}}}).to_string(),
+    );
     let r = m.reply();
     assert_eq!((r["id"].as_i64(), r["result"]["isError"].as_bool()), (Some(20), Some(true)), "{r}");
     let e = &r["result"]["_meta"]["slm/error"];
@@ -215,13 +242,7 @@ fn over_mcp_a_failed_lap_ends_the_run_and_notes_and_gate_env_are_shown() {
     // An agent-driven run (CLI only), to read back over MCP.
     let started = root.json(&["loop", "start", "--name", "pinned", "--gate-cmd", "true"]);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/python/mcp_hard_edges.py");
-    let out = Command::new(python())
-        .arg(script)
-        .arg(slm_bin())
-        .arg(root.dir())
-        .arg(started["run_id"].as_str().unwrap())
-        .output()
-        .unwrap();
+    let out = Command::new(python()).arg(script).arg(slm_bin()).arg(root.dir()).arg(started["run_id"].as_str().unwrap()).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "python scenario failed:\n{stdout}\n{}", stderr(&out));
     let facts: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();

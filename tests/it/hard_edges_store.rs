@@ -168,7 +168,8 @@ fn a_read_only_data_root_serves_every_read_and_refuses_writes_by_name() {
     }
 
     // A loop still converges (the ledger is fail-open) and says once that it kept no record.
-    let out = ro.run(&["loop", "run", "--name", "rel", "--gate-query", "release build is green", "--max-iterations", "2", "--json"]).unwrap();
+    let out =
+        ro.run(&["loop", "run", "--name", "rel", "--gate-query", "release build is green", "--max-iterations", "2", "--json"]).unwrap();
     let err = expect_exit(&out, 0, "loop run on read-only media");
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["status"], "converged");
@@ -193,7 +194,9 @@ fn a_read_only_data_root_serves_every_read_and_refuses_writes_by_name() {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}));
     let _init = lines.next().unwrap().unwrap();
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "is the release green"}}}));
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "is the release green"}}}),
+    );
     let r: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
     assert_eq!(r["result"]["isError"], false, "{r}");
     assert_eq!(r["result"]["structuredContent"]["hits"][0]["id"], id, "{r}");

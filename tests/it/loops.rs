@@ -21,7 +21,6 @@ fn spawn_run(root: &Root, args: &[&str]) -> Child {
     root.cmd(&a).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn loop run")
 }
 
-
 #[test]
 fn demo_converges_on_lap_three_and_records_everything() {
     let root = Root::new();
@@ -77,7 +76,20 @@ fn a_memory_from_another_process_satisfies_a_waiting_loop() {
     root.remember("The pull request number 42 was rejected", &[]);
     let child = spawn_run(
         &root,
-        &["--name", "pr-42", "--gate-query", "PR 42 approved", "--gate-min-score", "0.75", "--max-wallclock-s", "60", "--poll-interval-s", "0.25", "--max-iterations", "200"],
+        &[
+            "--name",
+            "pr-42",
+            "--gate-query",
+            "PR 42 approved",
+            "--gate-min-score",
+            "0.75",
+            "--max-wallclock-s",
+            "60",
+            "--poll-interval-s",
+            "0.25",
+            "--max-iterations",
+            "200",
+        ],
     );
     wait_running(&root, "pr-42");
     let id = root.remember("review complete: PR #42 is approved", &["pr-42"]);
@@ -97,14 +109,40 @@ fn gate_tags_restrict_eligibility() {
     let root = Root::new();
     root.remember("review complete: PR #42 is approved", &[]);
     let out = root.run(&[
-        "loop", "run", "--name", "tagged", "--gate-query", "PR 42 approved", "--gate-min-score", "0.7",
-        "--gate-tag", "approved", "--max-iterations", "2", "--poll-interval-s", "0.25", "--json",
+        "loop",
+        "run",
+        "--name",
+        "tagged",
+        "--gate-query",
+        "PR 42 approved",
+        "--gate-min-score",
+        "0.7",
+        "--gate-tag",
+        "approved",
+        "--max-iterations",
+        "2",
+        "--poll-interval-s",
+        "0.25",
+        "--json",
     ]);
     expect_exit(&out, 3, "untagged memory is not eligible");
     root.remember("review complete: PR #42 is approved", &["approved"]);
     let out = root.run(&[
-        "loop", "run", "--name", "tagged", "--gate-query", "PR 42 approved", "--gate-min-score", "0.7",
-        "--gate-tag", "approved", "--max-iterations", "2", "--poll-interval-s", "0.25", "--json",
+        "loop",
+        "run",
+        "--name",
+        "tagged",
+        "--gate-query",
+        "PR 42 approved",
+        "--gate-min-score",
+        "0.7",
+        "--gate-tag",
+        "approved",
+        "--max-iterations",
+        "2",
+        "--poll-interval-s",
+        "0.25",
+        "--json",
     ]);
     expect_exit(&out, 0, "tagged memory converges");
     assert_eq!(parse(&out)["match"]["tags"], serde_json::json!(["approved"]));
@@ -117,8 +155,19 @@ fn a_loop_never_converges_on_its_own_ledger() {
     // The gate query is the exact text of the laps this run writes.
     let query = lap_text("selfref", 2, detail);
     let out = root.run(&[
-        "loop", "run", "--name", "selfref", "--gate-query", &query, "--gate-min-score", "0.5",
-        "--max-iterations", "4", "--poll-interval-s", "0.25", "--json",
+        "loop",
+        "run",
+        "--name",
+        "selfref",
+        "--gate-query",
+        &query,
+        "--gate-min-score",
+        "0.5",
+        "--max-iterations",
+        "4",
+        "--poll-interval-s",
+        "0.25",
+        "--json",
     ]);
     expect_exit(&out, 3, "self-referential loop");
     let r = parse(&out);
@@ -134,8 +183,19 @@ fn each_bound_stops_the_run_with_its_own_status() {
     let root = Root::new();
     // Wall-clock: at most one gate evaluation past the deadline.
     let r = parse(&root.run(&[
-        "loop", "run", "--name", "wall", "--gate-query", "never", "--gate-min-score", "0.99",
-        "--max-wallclock-s", "1", "--poll-interval-s", "0.3", "--json",
+        "loop",
+        "run",
+        "--name",
+        "wall",
+        "--gate-query",
+        "never",
+        "--gate-min-score",
+        "0.99",
+        "--max-wallclock-s",
+        "1",
+        "--poll-interval-s",
+        "0.3",
+        "--json",
     ]));
     assert_eq!(r["status"], "max_wallclock");
     let elapsed = r["termination"]["elapsed_s"].as_f64().unwrap();
@@ -157,8 +217,19 @@ fn each_bound_stops_the_run_with_its_own_status() {
     let after_two = e.count_tokens(q).unwrap() as i64 + lap(1) + lap(2);
     let max = after_two + 1; // lap 2 stays below, lap 3 reaches it
     let r = parse(&root.run(&[
-        "loop", "run", "--name", "tok", "--gate-query", q, "--gate-min-score", "0.9", "--max-tokens",
-        &max.to_string(), "--poll-interval-s", "0.25", "--json",
+        "loop",
+        "run",
+        "--name",
+        "tok",
+        "--gate-query",
+        q,
+        "--gate-min-score",
+        "0.9",
+        "--max-tokens",
+        &max.to_string(),
+        "--poll-interval-s",
+        "0.25",
+        "--json",
     ]));
     assert_eq!(r["status"], "max_tokens");
     assert_eq!(r["laps"], 3);
@@ -167,8 +238,19 @@ fn each_bound_stops_the_run_with_its_own_status() {
     // No progress: the observation never changes on an empty store; window 2 → stalled laps
     // 2 and 3 → stop on lap 3.
     let r = parse(&root.run(&[
-        "loop", "run", "--name", "stall", "--gate-query", "anything", "--gate-min-score", "0.9",
-        "--no-progress-window", "2", "--poll-interval-s", "0.25", "--json",
+        "loop",
+        "run",
+        "--name",
+        "stall",
+        "--gate-query",
+        "anything",
+        "--gate-min-score",
+        "0.9",
+        "--no-progress-window",
+        "2",
+        "--poll-interval-s",
+        "0.25",
+        "--json",
     ]));
     assert_eq!(r["status"], "no_progress");
     assert_eq!(r["laps"], 3);
@@ -178,8 +260,22 @@ fn each_bound_stops_the_run_with_its_own_status() {
 fn clamps_are_applied_and_reported() {
     let root = Root::new();
     let r = parse(&root.run(&[
-        "loop", "run", "--name", "clamp", "--gate-query", "x", "--gate-min-score", "0.99",
-        "--max-iterations", "500", "--max-wallclock-s", "500", "--poll-interval-s", "0.01", "--max-tokens", "1",
+        "loop",
+        "run",
+        "--name",
+        "clamp",
+        "--gate-query",
+        "x",
+        "--gate-min-score",
+        "0.99",
+        "--max-iterations",
+        "500",
+        "--max-wallclock-s",
+        "500",
+        "--poll-interval-s",
+        "0.01",
+        "--max-tokens",
+        "1",
         "--json",
     ]));
     assert_eq!(r["status"], "max_tokens");
@@ -224,7 +320,8 @@ fn invalid_loop_input_is_rejected_and_nothing_is_written() {
 #[test]
 fn cancel_from_another_process_and_ctrl_c() {
     let root = Root::new();
-    let child = spawn_run(&root, &["--name", "waiter", "--gate-query", "never happens", "--gate-min-score", "0.99", "--max-wallclock-s", "60"]);
+    let child =
+        spawn_run(&root, &["--name", "waiter", "--gate-query", "never happens", "--gate-min-score", "0.99", "--max-wallclock-s", "60"]);
     let run_id = wait_running(&root, "waiter");
     let c = root.json(&["loop", "cancel", &run_id]);
     assert_eq!(c["requested"], true);
@@ -242,7 +339,8 @@ fn cancel_from_another_process_and_ctrl_c() {
     expect_exit(&root.run(&["loop", "cancel", "nope-1"]), 1, "unknown run");
 
     // Ctrl-C (SIGINT) → cancelled, exit 130.
-    let child = spawn_run(&root, &["--name", "sigint", "--gate-query", "never happens", "--gate-min-score", "0.99", "--max-wallclock-s", "60"]);
+    let child =
+        spawn_run(&root, &["--name", "sigint", "--gate-query", "never happens", "--gate-min-score", "0.99", "--max-wallclock-s", "60"]);
     wait_running(&root, "sigint");
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
@@ -312,10 +410,7 @@ fn ledger_failures_are_counted_and_the_loop_goes_on() {
     let root = Root::new();
     root.json(&["status"]); // creates the database
     let conn = rusqlite::Connection::open(root.db_path()).unwrap();
-    conn.execute_batch(
-        "CREATE TRIGGER fail_laps BEFORE INSERT ON loop_laps BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
-    )
-    .unwrap();
+    conn.execute_batch("CREATE TRIGGER fail_laps BEFORE INSERT ON loop_laps BEGIN SELECT RAISE(ABORT, 'injected failure'); END;").unwrap();
     drop(conn);
     let out = root.run(&["loop", "demo", "--json"]);
     expect_exit(&out, 0, "demo with a failing ledger");

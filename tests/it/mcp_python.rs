@@ -73,3 +73,11 @@ fn python_sdk_a_burst_of_unrelated_writes_ends_no_loop_early() {
     let v = scenario("burst");
     assert_eq!(v["facts"]["laps"].as_array().map(Vec::len), Some(10), "{v}");
 }
+
+/// Issue #28 through the Python SDK: since, a barrier, `any`, a tag-only gate, bad input.
+#[test]
+fn python_sdk_coordinates_with_since_gates_and_tags() {
+    let v = scenario("coordination");
+    assert_eq!(v["facts"]["barrier"], 3, "{v}");
+    assert_eq!(v["facts"]["cases"], 9, "{v}");
+}

@@ -16,11 +16,7 @@ fn dir() -> PathBuf {
 #[test]
 fn typescript_sdk_compiles_every_schema_strictly_and_shows_slms_errors() {
     let modules = dir().join("node_modules/@modelcontextprotocol/sdk");
-    assert!(
-        modules.is_dir(),
-        "{} is missing: run scripts/test.sh (it runs `npm ci` in tests/mcp-ts)",
-        modules.display()
-    );
+    assert!(modules.is_dir(), "{} is missing: run scripts/test.sh (it runs `npm ci` in tests/mcp-ts)", modules.display());
     let root = Root::new();
     let mut cmd = Command::new("node");
     cmd.arg(dir().join("client.mjs")).arg(slm_bin()).arg(root.dir()).env_remove("SLM_DATA_DIR").env_remove("SLM_MCP_PROFILE");

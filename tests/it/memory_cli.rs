@@ -45,10 +45,7 @@ fn paraphrase_ranks_the_right_memory_first() {
 #[test]
 fn scores_equal_an_independent_cosine() {
     let root = Root::new();
-    let pairs = [
-        ("invoice 1031 is overdue and unpaid", "invoice 1031 paid"),
-        ("the weather is nice", "PR 42 approved"),
-    ];
+    let pairs = [("invoice 1031 is overdue and unpaid", "invoice 1031 paid"), ("the weather is nice", "PR 42 approved")];
     let embedder = OnnxEmbedder::locate();
     for (memory, query) in pairs {
         let id = root.remember(memory, &[]);
@@ -187,10 +184,22 @@ fn a_repeated_query_is_answered_without_loading_the_model() {
     assert!(loaded, "a new query loads the model");
     // The gate query of a loop run is kept the same way.
     let run = |max: &str| {
-        root.cmd(&["loop", "run", "--name", "cached", "--gate-query", "is PR 42 approved", "--gate-min-score", "0.6", "--max-iterations", max, "--json"])
-            .env("SLM_LOG", "slm=debug")
-            .output()
-            .unwrap()
+        root.cmd(&[
+            "loop",
+            "run",
+            "--name",
+            "cached",
+            "--gate-query",
+            "is PR 42 approved",
+            "--gate-min-score",
+            "0.6",
+            "--max-iterations",
+            max,
+            "--json",
+        ])
+        .env("SLM_LOG", "slm=debug")
+        .output()
+        .unwrap()
     };
     let out = run("1");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -103,17 +103,11 @@ impl Cluster {
         let out = c.run(&["initdb", "-D", data.to_str().unwrap(), "-U", "slm", "--auth=trust", "-E", "UTF8", "--no-sync"]);
         assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
         // A second role with a password, for the wrong-credentials tests.
-        std::fs::write(
-            data.join("pg_hba.conf"),
-            "local all secret scram-sha-256\nlocal all all trust\nhost all all 127.0.0.1/32 trust\n",
-        )
-        .expect("pg_hba.conf");
+        std::fs::write(data.join("pg_hba.conf"), "local all secret scram-sha-256\nlocal all all trust\nhost all all 127.0.0.1/32 trust\n")
+            .expect("pg_hba.conf");
         let listen = if tcp.is_some() { "127.0.0.1" } else { "" };
-        let mut opts = format!(
-            "-k {} -c listen_addresses='{listen}' -p {} -c fsync=off -c max_connections=200",
-            c.dir.path().display(),
-            c.port
-        );
+        let mut opts =
+            format!("-k {} -c listen_addresses='{listen}' -p {} -c fsync=off -c max_connections=200", c.dir.path().display(), c.port);
         if let Some(Some((cert, key))) = tcp {
             for (from, to) in [(cert, "server.crt"), (key, "server.key")] {
                 std::fs::copy(from, data.join(to)).expect("copy the server's TLS files");

@@ -286,16 +286,7 @@ fn a_server_restart_while_a_loop_waits() {
     let b = Root::on(&url);
     a.remember("an unrelated note about lunch", &[]);
     let mut args = vec!["--name", "outage", "--gate-query", "the database migration 31 finished"];
-    args.extend_from_slice(&[
-        "--poll-interval-s",
-        "0.5",
-        "--max-wallclock-s",
-        "60",
-        "--max-iterations",
-        "200",
-        "--gate-min-score",
-        "0.8",
-    ]);
+    args.extend_from_slice(&["--poll-interval-s", "0.5", "--max-wallclock-s", "60", "--max-iterations", "200", "--gate-min-score", "0.8"]);
     let child = spawn_run(&b, &args);
     let run_id = wait_first_lap(&a, "outage");
     cluster.stop_fast();
@@ -341,7 +332,8 @@ fn export_from_sqlite_imports_into_postgres() {
     assert!(String::from_utf8_lossy(&exported.stdout).lines().count() >= 5);
 
     let shared = Root::on(&cluster.database());
-    let mut import = shared.cmd(&["import", "-", "--json"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut import =
+        shared.cmd(&["import", "-", "--json"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     std::io::Write::write_all(import.stdin.as_mut().unwrap(), &exported.stdout).unwrap();
     drop(import.stdin.take());
     let out = import.wait_with_output().unwrap();
@@ -369,8 +361,7 @@ fn mcp_on_one_host_recalls_what_another_host_just_stored() {
     let url = cluster.database();
     let (a, b) = (Root::on(&url), Root::on(&url));
     a.remember("an early note about the weather", &[]);
-    let mut child =
-        b.cmd(&["mcp"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = b.cmd(&["mcp"]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut call = |id: u64, method: &str, params: Value| -> Value {
@@ -380,7 +371,11 @@ fn mcp_on_one_host_recalls_what_another_host_just_stored() {
         }
         serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap()
     };
-    call(1, "initialize", serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}));
+    call(
+        1,
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
     let recall = serde_json::json!({"name": "recall", "arguments": {"query": "the canary deploy of the search service passed"}});
     let before = call(2, "tools/call", recall.clone());
     let hits = before["result"]["structuredContent"]["hits"].as_array().unwrap().clone();

@@ -23,25 +23,70 @@ fn openssl(dir: &Path, args: &[&str]) {
 /// Makes a CA named `name` in `dir` (`name.crt`, `name.key`).
 fn make_ca(dir: &Path, name: &str) -> PathBuf {
     let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
-    openssl(dir, &[
-        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-keyout", &key, "-out", &crt, "-days", "2", "-subj", &format!("/CN={name}"),
-    ]);
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &crt,
+            "-days",
+            "2",
+            "-subj",
+            &format!("/CN={name}"),
+        ],
+    );
     dir.join(crt)
 }
 
 /// A server certificate for DNS name `localhost` only, signed by CA `ca` in `dir`; returns
 /// (certificate, key).
 fn make_server_cert(dir: &Path, ca: &str) -> (PathBuf, PathBuf) {
-    openssl(dir, &[
-        "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-        "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost",
-    ]);
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+    );
     std::fs::write(dir.join("ext.cnf"), "subjectAltName=DNS:localhost\n").unwrap();
-    openssl(dir, &[
-        "x509", "-req", "-in", "server.csr", "-CA", &format!("{ca}.crt"), "-CAkey", &format!("{ca}.key"),
-        "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf",
-    ]);
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            &format!("{ca}.crt"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
     (dir.join("server.crt"), dir.join("server.key"))
 }
 

@@ -207,11 +207,7 @@ fn claude_code_validates_the_plugin_and_the_marketplace() {
     if !claude.exists() {
         // scripts/test.sh writes this marker when npm cannot install Claude Code here.
         let failed = dir.join("node_modules.install-failed");
-        assert!(
-            failed.exists(),
-            "{} is missing: run scripts/test.sh (it runs `npm ci` in tests/claude-code)",
-            claude.display()
-        );
+        assert!(failed.exists(), "{} is missing: run scripts/test.sh (it runs `npm ci` in tests/claude-code)", claude.display());
         eprintln!("skipped: Claude Code did not install: {}", std::fs::read_to_string(failed).unwrap_or_default());
         return;
     }

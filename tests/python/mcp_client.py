@@ -286,6 +286,81 @@ async def scenario_burst():
         return {"laps": sorted(r["laps"] for r in results.values())}
 
 
+async def scenario_coordination():
+    """Issue #28 over MCP: since start / last, a barrier through `gates`, `any` over two
+    gates, a tag-only gate, and the bad input these add (isError naming the field)."""
+    async with _Stack() as stack:
+        s = await session_for(stack, "code")
+        wait = {"poll_interval_s": 30, "max_wallclock_s": 60, "max_iterations": 100}
+        stale = structured(await s.call_tool("remember", {"content": "deploy of api finished"}))
+        out = {}
+
+        async def run(key, args):
+            out[key] = structured(await s.call_tool("slm_loop_run", {**wait, **args}))
+
+        async def first_lap(name):
+            for _ in range(600):
+                h = structured(await s.call_tool("slm_loop_history", {"name": name}))
+                if h["runs"] and h["runs"][0]["laps"] >= 1:
+                    return h["runs"][0]["run_id"]
+                await anyio.sleep(0.05)
+            raise AssertionError(f"{name} never recorded a lap")
+
+        # since start: the stale memory is ignored, the fresh one ends the wait.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "start", {"name": "deploy", "gate_query": "deploy of api finished", "since": "start"})
+            await first_lap("deploy")
+            fresh = structured(await s.call_tool("remember", {"content": "the api deploy has finished, all pods healthy"}))
+        r = out["start"]
+        assert r["status"] == "converged" and r["match"]["id"] == fresh["id"] != stale["id"], r
+        assert r["matches"][0]["memories"][0]["id"] == fresh["id"], r
+        # since last: the memory that ended that run (and the older one) are kept out.
+        r = structured(await s.call_tool("slm_loop_run", {"name": "deploy", "gate_query": "deploy of api finished", "since": "last", "max_iterations": 1}))
+        assert r["status"] == "max_iterations" and "older matches ignored (since last)" in r["reason"], r
+
+        # A barrier of three through `gates`, and `any` over two gates.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "barrier", {"name": "barrier", "since": "start", "gates": [
+                {"query": "shard done", "tags": ["b1"], "count": 3, "verify": ["guard:entities"]}]})
+            await first_lap("barrier")
+            shards = [structured(await s.call_tool("remember", {"content": f"shard {k} done", "tags": ["b1"]}))["id"] for k in (1, 2, 3)]
+        r = out["barrier"]
+        assert r["status"] == "converged", r
+        assert sorted(m["id"] for m in r["matches"][0]["memories"]) == sorted(shards), r
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "any", {"name": "either", "gate_mode": "any", "since": "start", "gates": [
+                {"query": "tests green on main"}, {"query": "review of PR 7 approved"}]})
+            await first_lap("either")
+            review = structured(await s.call_tool("remember", {"content": "PR 7 review: approved"}))
+        r = out["any"]
+        assert r["status"] == "converged" and r["match"]["id"] == review["id"], r
+        assert [g["passed"] for g in r["matches"]] == [False, True], r
+
+        # A tag-only gate: no query, no score.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "tags", {"name": "tags", "gate_tags": ["pr-9", "approved"]})
+            await first_lap("tags")
+            lgtm = structured(await s.call_tool("remember", {"content": "LGTM", "tags": ["approved", "pr-9"]}))
+        r = out["tags"]
+        assert r["status"] == "converged" and r["match"]["id"] == lgtm["id"], r
+        assert r["termination"]["best_score"] is None, r
+
+        # Bad input: isError naming the field, no run recorded.
+        bad = {"name": "refused", "gate_query": "q"}
+        cases = [({**bad, "since": "yesterday"}, "since"), ({**bad, "since": "2999-01-01T00:00:00Z"}, "since"),
+                 ({**bad, "gate_count": 0}, "gate_count"), ({**bad, "gate_count": 1001}, "gate_count"),
+                 ({**bad, "gates": [{"query": "a"}]}, "gates"),
+                 ({"name": "refused", "gates": [{"query": f"q{i}"} for i in range(17)]}, "gates"),
+                 ({"name": "refused", "gates": [{}]}, "gates"), ({"name": "refused"}, "gate_query"),
+                 ({"name": "refused", "gate_tags": ["t"], "gate_verify": ["model"]}, "gate_verify")]
+        for args, field in cases:
+            res = await s.call_tool("slm_loop_run", args)
+            assert res.is_error and error(res)["field"] == field, (args, res)
+        h = structured(await s.call_tool("slm_loop_history", {"name": "refused"}))
+        assert h["runs"] == [], h
+        return {"cases": len(cases), "barrier": len(shards)}
+
+
 async def main():
     fn = globals()["scenario_" + SCENARIO]
     facts = await fn()

@@ -44,10 +44,9 @@ impl Verifier for CmdVerifier {
                 recorded: None,
             };
             let o = run_gate(&self.command, deadline.saturating_duration_since(Instant::now()), &input)?;
-            out.push((!o.passed()).then(|| Refusal {
-                rule: if o.timed_out { "deadline".into() } else { "exit".into() },
-                reason: o.refusal(),
-            }));
+            out.push(
+                (!o.passed()).then(|| Refusal { rule: if o.timed_out { "deadline".into() } else { "exit".into() }, reason: o.refusal() }),
+            );
         }
         Ok(out)
     }

@@ -221,14 +221,7 @@ fn tokenize(s: &str) -> Text<'_> {
                 }
             }
             let hash = start > 0 && chars[start - 1].1 == '#' && c.is_ascii_digit();
-            toks.push(Tok {
-                ls,
-                le: low.len(),
-                os: chars[start].0,
-                oe: end_of(j),
-                kind: WORD,
-                hash,
-            });
+            toks.push(Tok { ls, le: low.len(), os: chars[start].0, oe: end_of(j), kind: WORD, hash });
             i = j;
             continue;
         }
@@ -244,32 +237,18 @@ fn tokenize(s: &str) -> Text<'_> {
         if kind != WORD {
             let ls = low.len();
             low.push(c);
-            toks.push(Tok {
-                ls,
-                le: low.len(),
-                os: chars[i].0,
-                oe: end_of(i + 1),
-                kind,
-                hash: false,
-            });
+            toks.push(Tok { ls, le: low.len(), os: chars[i].0, oe: end_of(i + 1), kind, hash: false });
         }
         i += 1;
     }
-    let mut t = Text {
-        orig: s,
-        low,
-        toks,
-        lex: Vec::new(),
-    };
+    let mut t = Text { orig: s, low, toks, lex: Vec::new() };
     t.lex = (0..t.len()).map(|j| lexicon_at(&t, j)).collect();
     t
 }
 
 /// Three digits and then no digit: the tail of a thousands separator.
 fn thousands(chars: &[(usize, char)], k: usize) -> bool {
-    k + 3 <= chars.len()
-        && chars[k..k + 3].iter().all(|c| c.1.is_ascii_digit())
-        && chars.get(k + 3).is_none_or(|c| !c.1.is_ascii_digit())
+    k + 3 <= chars.len() && chars[k..k + 3].iter().all(|c| c.1.is_ascii_digit()) && chars.get(k + 3).is_none_or(|c| !c.1.is_ascii_digit())
 }
 
 impl Text<'_> {
@@ -354,11 +333,7 @@ fn count(w: &str) -> Option<u64> {
 /// value and whether it carried a 'v'.
 fn canon_num(s: &str) -> Option<(&str, Option<u64>, bool)> {
     let b = s.as_bytes();
-    let (s, v) = if b.len() > 1 && b[0] == b'v' && b[1].is_ascii_digit() {
-        (&s[1..], true)
-    } else {
-        (s, false)
-    };
+    let (s, v) = if b.len() > 1 && b[0] == b'v' && b[1].is_ascii_digit() { (&s[1..], true) } else { (s, false) };
     let b = s.as_bytes();
     if b.is_empty() || !b[0].is_ascii_digit() || !b[b.len() - 1].is_ascii_digit() {
         return None;
@@ -422,9 +397,7 @@ fn kind_before(t: &Text, i: usize) -> Option<&'static str> {
         }
         j -= 1;
         let w = t.w(j);
-        if matches!(w, "number" | "no" | "nr" | "num" | "id")
-            || (!t.is_word(j) && t.kind(j) == Some(HARD))
-        {
+        if matches!(w, "number" | "no" | "nr" | "num" | "id") || (!t.is_word(j) && t.kind(j) == Some(HARD)) {
             continue;
         }
         if t.kind(j) == Some(SOFT) && t.low.get(t.toks[j].ls..t.toks[j].le) == Some(":") {
@@ -485,10 +458,7 @@ fn num_atoms(t: &Text, i: usize, f: AtomSink) {
 }
 
 /// "pr42" → 42 of kind pr (only for kind prefixes: "sha256" is a name); "64gb" → 64.
-fn alnum_num<'a>(
-    w: &'a str,
-    before: Option<&'static str>,
-) -> Option<(&'a str, Option<u64>, Option<&'static str>)> {
+fn alnum_num<'a>(w: &'a str, before: Option<&'static str>) -> Option<(&'a str, Option<u64>, Option<&'static str>)> {
     let split = w.find(|c: char| c.is_ascii_digit())?;
     let (head, tail) = w.split_at(split);
     if !head.is_empty() {
@@ -544,11 +514,8 @@ impl Guard {
             });
             // A name like "config.yaml" or "f2d3ce0" is required whole, unless it is just a kind
             // and a number ("PR-42", "release/2.4", "v2.4", "64gb").
-            let kind_and_num =
-                atoms.len() == 1 && (atoms[0].kind.is_some() || canon_num(w).is_some());
-            let unit_num = atoms.len() == 1
-                && w.starts_with(|c: char| c.is_ascii_digit())
-                && !w.contains(['.', '/', '_']);
+            let kind_and_num = atoms.len() == 1 && (atoms[0].kind.is_some() || canon_num(w).is_some());
+            let unit_num = atoms.len() == 1 && w.starts_with(|c: char| c.is_ascii_digit()) && !w.contains(['.', '/', '_']);
             if is_text_ident(w) && !kind_and_num && !unit_num {
                 atoms.clear();
                 atoms.push(Req {
@@ -577,12 +544,10 @@ impl Guard {
                 asked |= m.class.bit();
             }
         }
-        let allowed = [
-            Negation, Failure, Refusal, Partial, Pending, Planned, Reverted, Unpaid, Uncertain,
-        ]
-        .iter()
-        .filter(|c| asked & c.bit() != 0)
-        .fold(0u16, |m, c| m | c.family());
+        let allowed = [Negation, Failure, Refusal, Partial, Pending, Planned, Reverted, Unpaid, Uncertain]
+            .iter()
+            .filter(|c| asked & c.bit() != 0)
+            .fold(0u16, |m, c| m | c.family());
         let mut topic = Vec::new();
         for i in 0..t.len() {
             if t.is_word(i + 1) && (word_marker(t.w(i)).is_some() || problem_noun(t.w(i))) {
@@ -597,14 +562,7 @@ impl Guard {
                 }
             }
         }
-        Guard {
-            reqs,
-            asked,
-            allowed,
-            asked_quote,
-            topic,
-            stems,
-        }
+        Guard { reqs, asked, allowed, asked_quote, topic, stems }
     }
 
     /// The identifiers the query requires, normalised, for display/debugging.
@@ -638,17 +596,10 @@ impl Guard {
             let (found, wrong) = self.find(r, &t, &clauses, &mut about);
             if !found {
                 let reason = match wrong {
-                    Some(i) => format!(
-                        "mentions \"{}\", not {}",
-                        t.quote(kind_span_start(&t, i), i),
-                        r.display
-                    ),
+                    Some(i) => format!("mentions \"{}\", not {}", t.quote(kind_span_start(&t, i), i), r.display),
                     None => format!("does not mention {}", r.display),
                 };
-                return Err(Rejection {
-                    rule: "identifier",
-                    reason,
-                });
+                return Err(Rejection { rule: "identifier", reason });
             }
         }
         if identifiers_only {
@@ -664,40 +615,23 @@ impl Guard {
                 stated = true;
                 continue;
             }
-            if m.a == m.b
-                && self
-                    .topic
-                    .iter()
-                    .any(|(a, b)| a == t.w(m.a) && b == t.w(m.a + 1))
-            {
+            if m.a == m.b && self.topic.iter().any(|(a, b)| a == t.w(m.a) && b == t.w(m.a + 1)) {
                 continue;
             }
             if m.a == m.b && stem(t.w(m.a)).is_some_and(|st| self.stems.iter().any(|x| x == st)) {
                 continue;
             }
-            return Err(Rejection {
-                rule: m.class.rule(),
-                reason: format!("says \"{}\"", t.quote(m.a, m.b)),
-            });
+            return Err(Rejection { rule: m.class.rule(), reason: format!("says \"{}\"", t.quote(m.a, m.b)) });
         }
         if self.asked != 0 && !stated {
-            return Err(Rejection {
-                rule: "polarity:unstated",
-                reason: format!("does not say \"{}\"", self.asked_quote),
-            });
+            return Err(Rejection { rule: "polarity:unstated", reason: format!("does not say \"{}\"", self.asked_quote) });
         }
         Ok(())
     }
 
     /// Whether `r` is in the memory; else a token that names the same value as another kind.
     /// Marks clauses that name `r` (1) or only another identifier of its kind (2).
-    fn find(
-        &self,
-        r: &Req,
-        t: &Text,
-        clauses: &[usize],
-        about: &mut [u8],
-    ) -> (bool, Option<usize>) {
+    fn find(&self, r: &Req, t: &Text, clauses: &[usize], about: &mut [u8]) -> (bool, Option<usize>) {
         let mut found = false;
         let mut wrong = None;
         for (i, &c) in clauses.iter().enumerate() {
@@ -706,11 +640,7 @@ impl Guard {
             }
             if r.text {
                 let w = t.w(i);
-                if w == r.canon
-                    || w.split('/').any(|p| p == r.canon)
-                    || parts_at(t, i, &r.canon)
-                    || numeronym(&r.canon, w)
-                {
+                if w == r.canon || w.split('/').any(|p| p == r.canon) || parts_at(t, i, &r.canon) || numeronym(&r.canon, w) {
                     found = true;
                     about[c] = 1;
                 }
@@ -723,9 +653,7 @@ impl Guard {
                     about[c] = 1;
                 } else if same {
                     wrong = Some(i);
-                } else if ((r.kind.is_some() && k == r.kind)
-                    || (h && (r.hash || matches!(r.kind, Some("pr" | "issue")))))
-                    && about[c] == 0
+                } else if ((r.kind.is_some() && k == r.kind) || (h && (r.hash || matches!(r.kind, Some("pr" | "issue"))))) && about[c] == 0
                 {
                     about[c] = 2;
                 }
@@ -762,9 +690,7 @@ fn parts_at(t: &Text, i: usize, canon: &str) -> bool {
 fn stem(w: &str) -> Option<&str> {
     let (k, _) = w.char_indices().nth(4)?;
     let end = k + w[k..].chars().next().map_or(0, char::len_utf8);
-    (w.len() > end || w.chars().count() == 5)
-        .then(|| &w[..end])
-        .filter(|_| w.chars().all(char::is_alphabetic))
+    (w.len() > end || w.chars().count() == 5).then(|| &w[..end]).filter(|_| w.chars().all(char::is_alphabetic))
 }
 
 /// Where the display of a number starts: at its kind word, so the reason reads "PR #42".
@@ -792,12 +718,7 @@ fn clause_ids(t: &Text) -> Vec<usize> {
     let mut c = 0;
     for i in 0..t.len() {
         let k = t.toks[i].kind;
-        if k == WORD
-            && matches!(
-                t.w(i),
-                "but" | "while" | "whereas" | "however" | "although" | "though"
-            )
-        {
+        if k == WORD && matches!(t.w(i), "but" | "while" | "whereas" | "however" | "although" | "though") {
             c += 1;
         }
         ids.push(c);
@@ -817,61 +738,48 @@ fn word_marker(w: &str) -> Option<(Class, bool)> {
     Some(match w {
         // Negation by absence or inability (the negators themselves are rules, below).
         "missing" | "absent" | "unresolved" | "unanswered" => (Negation, true),
-        "lacks" | "lacking" | "unapproved" | "unmerged" | "unreviewed" | "unsigned"
-        | "unverified" | "untested" | "unpublished" | "unreleased" | "undeployed" | "unfixed" => {
-            (Negation, false)
-        }
+        "lacks" | "lacking" | "unapproved" | "unmerged" | "unreviewed" | "unsigned" | "unverified" | "untested" | "unpublished"
+        | "unreleased" | "undeployed" | "unfixed" => (Negation, false),
         // Failure, including positively worded outcomes ("finished with 4 errors").
-        "fail" | "fails" | "failed" | "failing" | "failure" | "failures" | "unsuccessful"
-        | "unsuccessfully" | "error" | "errors" | "errored" | "erroring" | "crash" | "crashed"
-        | "crashes" | "crashing" | "abort" | "aborted" | "aborts" | "aborting" | "broken"
-        | "broke" | "red" | "timeout" | "timeouts" | "diverged" | "diverge" | "diverges"
-        | "diverging" | "divergence" | "nan" | "exception" | "exceptions" | "panic"
-        | "panicked" | "panics" | "panicking" | "segfault" | "segfaulted" | "oom"
-        | "regression" | "regressions" | "regressed" | "flaky" | "flaked" | "outage"
-        | "outages" | "corrupted" | "corrupt" | "corruption" | "unhealthy" | "degraded"
-        | "unreachable" | "unavailable" | "non-zero" | "nonzero" | "mismatch" | "mismatched"
-        | "mismatches" | "wrong" | "incorrect" | "invalid" | "missed" | "lost" | "killed"
-        | "hung" | "problem" | "problems" | "bounced" | "fatal" | "vulnerable" | "leaked"
-        | "leaking" | "reproduces" | "reproducible" | "recurring" | "recurs" | "recurred" => {
+        "fail" | "fails" | "failed" | "failing" | "failure" | "failures" | "unsuccessful" | "unsuccessfully" | "error" | "errors"
+        | "errored" | "erroring" | "crash" | "crashed" | "crashes" | "crashing" | "abort" | "aborted" | "aborts" | "aborting"
+        | "broken" | "broke" | "red" | "timeout" | "timeouts" | "diverged" | "diverge" | "diverges" | "diverging" | "divergence"
+        | "nan" | "exception" | "exceptions" | "panic" | "panicked" | "panics" | "panicking" | "segfault" | "segfaulted" | "oom"
+        | "regression" | "regressions" | "regressed" | "flaky" | "flaked" | "outage" | "outages" | "corrupted" | "corrupt"
+        | "corruption" | "unhealthy" | "degraded" | "unreachable" | "unavailable" | "non-zero" | "nonzero" | "mismatch" | "mismatched"
+        | "mismatches" | "wrong" | "incorrect" | "invalid" | "missed" | "lost" | "killed" | "hung" | "problem" | "problems" | "bounced"
+        | "fatal" | "vulnerable" | "leaked" | "leaking" | "reproduces" | "reproducible" | "recurring" | "recurs" | "recurred" => {
             (Failure, true)
         }
         // Refusal.
-        "rejected" | "reject" | "rejects" | "rejecting" | "rejection" | "rejections"
-        | "declined" | "decline" | "declines" | "declining" | "denied" | "deny" | "denies"
-        | "denial" | "refused" | "refuse" | "refuses" | "refusal" | "vetoed" | "veto"
-        | "disapproved" | "cancelled" | "canceled" | "cancel" | "cancels" | "cancelling"
-        | "canceling" | "cancellation" | "wontfix" | "nacked" => (Refusal, true),
+        "rejected" | "reject" | "rejects" | "rejecting" | "rejection" | "rejections" | "declined" | "decline" | "declines"
+        | "declining" | "denied" | "deny" | "denies" | "denial" | "refused" | "refuse" | "refuses" | "refusal" | "vetoed" | "veto"
+        | "disapproved" | "cancelled" | "canceled" | "cancel" | "cancels" | "cancelling" | "canceling" | "cancellation" | "wontfix"
+        | "nacked" => (Refusal, true),
         // Partial.
-        "partially" | "partly" | "partial" | "half" | "halfway" | "mostly" | "incomplete"
-        | "unfinished" | "almost" | "nearly" | "except" | "excluding" | "subset" => {
-            (Partial, false)
-        }
+        "partially" | "partly" | "partial" | "half" | "halfway" | "mostly" | "incomplete" | "unfinished" | "almost" | "nearly"
+        | "except" | "excluding" | "subset" => (Partial, false),
         "skipped" | "skipping" => (Partial, true),
         // Pending: started but not finished, or waiting on something.
-        "pending" | "waiting" | "awaiting" | "queued" | "blocked" | "blocker" | "blockers"
-        | "blocking" | "stalled" | "stuck" | "todo" | "todos" | "outstanding" | "needs"
-        | "need" | "needed" | "requires" | "delayed" | "postponed" | "deferred" | "tbd" => {
+        "pending" | "waiting" | "awaiting" | "queued" | "blocked" | "blocker" | "blockers" | "blocking" | "stalled" | "stuck" | "todo"
+        | "todos" | "outstanding" | "needs" | "need" | "needed" | "requires" | "delayed" | "postponed" | "deferred" | "tbd" => {
             (Pending, true)
         }
-        "ongoing" | "underway" | "in-progress" | "inprogress" | "paused" | "draft" | "wip"
-        | "started" | "starting" | "begun" | "began" | "initiated" | "retrying" => (Pending, false),
+        "ongoing" | "underway" | "in-progress" | "inprogress" | "paused" | "draft" | "wip" | "started" | "starting" | "begun" | "began"
+        | "initiated" | "retrying" => (Pending, false),
         // Planned: future work.
-        "will" | "shall" | "gonna" | "scheduled" | "upcoming" | "tomorrow" | "tonight" | "soon"
-        | "eta" | "slated" => (Planned, false),
+        "will" | "shall" | "gonna" | "scheduled" | "upcoming" | "tomorrow" | "tonight" | "soon" | "eta" | "slated" => (Planned, false),
         // Reverted: done, then undone.
-        "reverted" | "revert" | "reverts" | "reverting" | "rollback" | "rollbacks" | "undone"
-        | "undid" | "reopened" | "reopen" | "reopens" | "reopening" | "retracted" | "withdrawn"
-        | "withdrew" | "superseded" | "refunded" | "chargeback" | "downgraded" | "yanked" => {
-            (Reverted, true)
-        }
+        "reverted" | "revert" | "reverts" | "reverting" | "rollback" | "rollbacks" | "undone" | "undid" | "reopened" | "reopen"
+        | "reopens" | "reopening" | "retracted" | "withdrawn" | "withdrew" | "superseded" | "refunded" | "chargeback" | "downgraded"
+        | "yanked" => (Reverted, true),
         // Unpaid.
-        "unpaid" | "overdue" | "owed" | "owing" | "owes" | "arrears" | "delinquent"
-        | "unsettled" | "reminder" | "dunning" => (Unpaid, true),
+        "unpaid" | "overdue" | "owed" | "owing" | "owes" | "arrears" | "delinquent" | "unsettled" | "reminder" | "dunning" => {
+            (Unpaid, true)
+        }
         // Uncertain: hedges and modals that do not state a fact.
-        "maybe" | "might" | "possibly" | "probably" | "likely" | "unlikely" | "perhaps"
-        | "unclear" | "uncertain" | "unsure" | "unknown" | "unconfirmed" | "tentative"
-        | "tentatively" | "hopefully" | "supposedly" | "apparently" | "seems" | "seemingly"
+        "maybe" | "might" | "possibly" | "probably" | "likely" | "unlikely" | "perhaps" | "unclear" | "uncertain" | "unsure"
+        | "unknown" | "unconfirmed" | "tentative" | "tentatively" | "hopefully" | "supposedly" | "apparently" | "seems" | "seemingly"
         | "should" | "would" | "could" => (Uncertain, false),
         _ => return None,
     })
@@ -948,12 +856,7 @@ fn phrase_marker(t: &Text, j: usize) -> Option<(Class, usize, bool)> {
     if a.is_empty() || b.is_empty() {
         return None;
     }
-    let weekday = |w: &str| {
-        matches!(
-            w,
-            "monday" | "tuesday" | "wednesday" | "thursday" | "friday" | "saturday" | "sunday"
-        )
-    };
+    let weekday = |w: &str| matches!(w, "monday" | "tuesday" | "wednesday" | "thursday" | "friday" | "saturday" | "sunday");
     Some(match (a, b) {
         ("timed" | "times" | "time", "out") => (Failure, 2, true),
         ("went" | "goes" | "is" | "was" | "are" | "were", "down") => (Failure, 2, true),
@@ -965,38 +868,23 @@ fn phrase_marker(t: &Text, j: usize) -> Option<(Class, usize, bool)> {
         ("requested" | "request" | "requests" | "requesting", "changes") => (Refusal, 2, true),
         ("turned", "down") | ("called", "off") => (Refusal, 2, true),
         ("on", "hold") => (Pending, 2, true),
-        ("in", "progress" | "review" | "queue") | ("under", "review" | "way") => {
-            (Pending, 2, false)
-        }
+        ("in", "progress" | "review" | "queue") | ("under", "review" | "way") => (Pending, 2, false),
         ("for", "review") | ("yet", "to") | ("kicked", "off") => (Pending, 2, false),
         ("in", "the") if t.w(j + 2) == "queue" => (Pending, 3, false),
         ("in", "the") if t.w(j + 3) == "queue" => (Pending, 4, false),
         ("expected", "by" | "on" | "at") => (Planned, 2, false),
         ("to", "do") => (Pending, 2, true),
-        ("half" | "some" | "most" | "majority" | "several" | "few" | "none", "of") => {
-            (Partial, 2, false)
-        }
+        ("half" | "some" | "most" | "majority" | "several" | "few" | "none", "of") => (Partial, 2, false),
         ("half", "the") | ("all" | "everything" | "everyone", "but") => (Partial, 2, false),
         (
-            "going" | "about" | "plan" | "plans" | "planning" | "planned" | "intend" | "intends"
-            | "intending" | "aim" | "aims" | "aiming" | "hope" | "hopes" | "hoping" | "want"
-            | "wants" | "trying" | "try" | "expected" | "expect" | "expects",
+            "going" | "about" | "plan" | "plans" | "planning" | "planned" | "intend" | "intends" | "intending" | "aim" | "aims" | "aiming"
+            | "hope" | "hopes" | "hoping" | "want" | "wants" | "trying" | "try" | "expected" | "expect" | "expects",
             "to",
         ) => (Planned, 2, false),
         ("planned", "for") => (Planned, 2, false),
-        ("next", w)
-            if weekday(w)
-                || matches!(
-                    w,
-                    "week" | "month" | "sprint" | "release" | "quarter" | "year"
-                ) =>
-        {
-            (Planned, 2, false)
-        }
+        ("next", w) if weekday(w) || matches!(w, "week" | "month" | "sprint" | "release" | "quarter" | "year") => (Planned, 2, false),
         ("later", "today" | "tonight" | "this") => (Planned, 2, false),
-        ("by", w) if weekday(w) || matches!(w, "tomorrow" | "tonight" | "eod" | "eow" | "noon") => {
-            (Planned, 2, false)
-        }
+        ("by", w) if weekday(w) || matches!(w, "tomorrow" | "tonight" | "eod" | "eow" | "noon") => (Planned, 2, false),
         ("past", "due") => (Unpaid, 2, true),
         _ => return None,
     })
@@ -1051,9 +939,8 @@ fn negator(t: &Text, j: usize) -> Option<(usize, bool)> {
         "no" => Some((1, true)),
         "nobody" => Some((1, true)),
         "without" | "nothing" | "none" | "neither" | "nor" | "nowhere" => Some((1, false)),
-        "dont" | "doesnt" | "didnt" | "isnt" | "wasnt" | "arent" | "werent" | "hasnt"
-        | "havent" | "hadnt" | "cant" | "couldnt" | "wouldnt" | "shouldnt" | "wont" | "aint"
-        | "mustnt" | "neednt" => Some((1, true)),
+        "dont" | "doesnt" | "didnt" | "isnt" | "wasnt" | "arent" | "werent" | "hasnt" | "havent" | "hadnt" | "cant" | "couldnt"
+        | "wouldnt" | "shouldnt" | "wont" | "aint" | "mustnt" | "neednt" => Some((1, true)),
         _ if w.ends_with("n't") => Some((1, true)),
         _ => None,
     }
@@ -1061,10 +948,8 @@ fn negator(t: &Text, j: usize) -> Option<(usize, bool)> {
 
 /// "not only", "no matter", "whether or not": negators that negate nothing.
 fn idiom(t: &Text, j: usize) -> bool {
-    matches!(
-        (t.w(j), t.w(j + 1)),
-        ("not", "only" | "just" | "merely" | "necessarily") | ("no", "matter" | "doubt")
-    ) || (t.w(j) == "not" && j > 0 && t.w(j - 1) == "or")
+    matches!((t.w(j), t.w(j + 1)), ("not", "only" | "just" | "merely" | "necessarily") | ("no", "matter" | "doubt"))
+        || (t.w(j) == "not" && j > 0 && t.w(j - 1) == "or")
 }
 
 /// Words a negation can reach across to its problem: "not a single failure", "didn't see any
@@ -1419,34 +1304,30 @@ fn neutralise(t: &Text, quiet: &mut [bool]) {
 
 /// A success word earlier in the same sentence.
 fn succeeded_before(t: &Text, j: usize) -> bool {
-    (0..j)
-        .rev()
-        .take(30)
-        .take_while(|&k| t.kind(k) != Some(HARD))
-        .any(|k| {
-            matches!(
-                t.w(k),
-                "succeeded"
-                    | "passed"
-                    | "passing"
-                    | "passes"
-                    | "green"
-                    | "completed"
-                    | "finished"
-                    | "done"
-                    | "converged"
-                    | "recovered"
-                    | "worked"
-                    | "works"
-                    | "ok"
-                    | "deployed"
-                    | "merged"
-                    | "approved"
-                    | "shipped"
-                    | "fixed"
-                    | "resolved"
-            )
-        })
+    (0..j).rev().take(30).take_while(|&k| t.kind(k) != Some(HARD)).any(|k| {
+        matches!(
+            t.w(k),
+            "succeeded"
+                | "passed"
+                | "passing"
+                | "passes"
+                | "green"
+                | "completed"
+                | "finished"
+                | "done"
+                | "converged"
+                | "recovered"
+                | "worked"
+                | "works"
+                | "ok"
+                | "deployed"
+                | "merged"
+                | "approved"
+                | "shipped"
+                | "fixed"
+                | "resolved"
+        )
+    })
 }
 
 /// An outcome stated in the text: tokens `a..=b` say something of `class`.
@@ -1479,12 +1360,7 @@ impl Scan {
                     while a > 0 && t.is_word(a - 1) && j - a < 4 {
                         a -= 1;
                     }
-                    markers.push(Marker {
-                        class: Uncertain,
-                        a,
-                        b: j,
-                        conditional: false,
-                    });
+                    markers.push(Marker { class: Uncertain, a, b: j, conditional: false });
                 }
                 if kind != PCT {
                     cond = false;
@@ -1503,12 +1379,7 @@ impl Scan {
                 continue;
             }
             if let Some((class, a, b)) = rule_at(t, j, &quiet) {
-                markers.push(Marker {
-                    class,
-                    a,
-                    b,
-                    conditional: cond,
-                });
+                markers.push(Marker { class, a, b, conditional: cond });
                 j = b.max(j) + 1;
                 continue;
             }
@@ -1538,11 +1409,7 @@ fn rule_negation(t: &Text, j: usize, quiet: &[bool]) -> Option<(Class, usize, us
     if !strong {
         return None;
     }
-    let a = if j > 0 && is_aux(t.w(j - 1)) && !quiet[j - 1] {
-        j - 1
-    } else {
-        j
-    };
+    let a = if j > 0 && is_aux(t.w(j - 1)) && !quiet[j - 1] { j - 1 } else { j };
     let mut k = j + len;
     while t.is_word(k) && is_filler(t.w(k)) && k - j < 4 {
         k += 1;
@@ -1558,11 +1425,7 @@ fn rule_negation(t: &Text, j: usize, quiet: &[bool]) -> Option<(Class, usize, us
 fn rule_status(t: &Text, j: usize) -> Option<(Class, usize, usize)> {
     let (k, failing) = match (t.w(j), t.w(j + 1)) {
         ("exit" | "exited" | "return" | "returned", "code" | "status" | "with") => {
-            let k = if t.w(j + 2) == "code" || t.w(j + 2) == "status" {
-                j + 3
-            } else {
-                j + 2
-            };
+            let k = if t.w(j + 2) == "code" || t.w(j + 2) == "status" { j + 3 } else { j + 2 };
             (k, count(t.w(k))? != 0)
         }
         ("http" | "status" | "returned" | "returns" | "returning", _) => {
@@ -1587,14 +1450,8 @@ fn rule_still(t: &Text, j: usize) -> Option<(Class, usize, usize)> {
         return None;
     }
     let unfinished = (nx.ends_with("ing") && !positive_ing(nx))
-        || (nx.len() > 4
-            && nx.ends_with('s')
-            && !nx.ends_with("ss")
-            && !matches!(nx, "looks" | "stands" | "holds"))
-        || matches!(
-            nx,
-            "open" | "in" | "on" | "under" | "at" | "there" | "running" | "unmerged" | "unpaid"
-        );
+        || (nx.len() > 4 && nx.ends_with('s') && !nx.ends_with("ss") && !matches!(nx, "looks" | "stands" | "holds"))
+        || matches!(nx, "open" | "in" | "on" | "under" | "at" | "there" | "running" | "unmerged" | "unpaid");
     unfinished.then_some((Pending, j, j + 1))
 }
 
@@ -1683,8 +1540,7 @@ fn rule_percent(t: &Text, j: usize) -> Option<(Class, usize, usize)> {
 /// remaining: "2 left", "3 tests remaining", "a few more to go"; "nothing left" is cancelled.
 fn rule_remaining(t: &Text, j: usize) -> Option<(Class, usize, usize)> {
     let w = t.w(j);
-    let some = count(w).is_some_and(|n| n > 0)
-        || matches!(w, "some" | "few" | "several" | "couple" | "handful");
+    let some = count(w).is_some_and(|n| n > 0) || matches!(w, "some" | "few" | "several" | "couple" | "handful");
     if !some {
         return None;
     }
@@ -1705,23 +1561,10 @@ fn rule_remaining(t: &Text, j: usize) -> Option<(Class, usize, usize)> {
 fn rule_only_some(t: &Text, j: usize) -> Option<(Class, usize, usize)> {
     let nx = t.w(j + 1);
     match t.w(j) {
-        "only"
-            if count(nx).is_some()
-                || matches!(
-                    nx,
-                    "some" | "half" | "part" | "partially" | "partly" | "few" | "several" | "the"
-                ) =>
-        {
+        "only" if count(nx).is_some() || matches!(nx, "some" | "half" | "part" | "partially" | "partly" | "few" | "several" | "the") => {
             Some((Partial, j, j + 1))
         }
-        "some"
-            if nx.len() > 3
-                && nx.ends_with('s')
-                && !nx.ends_with("ss")
-                && !matches!(nx, "times" | "ways") =>
-        {
-            Some((Partial, j, j + 1))
-        }
+        "some" if nx.len() > 3 && nx.ends_with('s') && !nx.ends_with("ss") && !matches!(nx, "times" | "ways") => Some((Partial, j, j + 1)),
         _ => None,
     }
 }
@@ -1749,10 +1592,7 @@ fn rule_modal(t: &Text, j: usize) -> Option<(Class, usize, usize)> {
     }
     if w == "may" {
         let lower = t.quote(j, j).starts_with('m');
-        let verb = matches!(
-            t.w(j + 1),
-            "be" | "have" | "not" | "need" | "take" | "fail" | "require"
-        );
+        let verb = matches!(t.w(j + 1), "be" | "have" | "not" | "need" | "take" | "fail" | "require");
         if (lower && t.is_word(j + 1) && count(t.w(j + 1)).is_none()) || verb {
             return Some((Uncertain, j, j + 1));
         }
@@ -1782,127 +1622,31 @@ mod tests {
 
     /// gate-dev.tsv, embedded: the final crate does not read ../shared.
     const DEV: &[(&str, &str, bool)] = &[
-        (
-            "PR #42 approved",
-            "review complete: PR #42 is approved",
-            true,
-        ),
-        (
-            "PR #42 approved",
-            "PR #42 review status: NOT approved, reviewer requested changes",
-            false,
-        ),
-        (
-            "PR #42 approved",
-            "The pull request number 42 was rejected",
-            false,
-        ),
+        ("PR #42 approved", "review complete: PR #42 is approved", true),
+        ("PR #42 approved", "PR #42 review status: NOT approved, reviewer requested changes", false),
+        ("PR #42 approved", "The pull request number 42 was rejected", false),
         ("PR #42 approved", "PR #43 approved by the reviewer", false),
-        (
-            "deployment of build 7 finished",
-            "the deployment of build 7 has finished successfully",
-            true,
-        ),
-        (
-            "deployment of build 7 finished",
-            "deployment of build 7 failed with a timeout",
-            false,
-        ),
-        (
-            "deployment of build 7 finished",
-            "build 7 is still deploying, 40% done",
-            false,
-        ),
-        (
-            "database migration complete",
-            "the schema migration of the orders database completed without errors",
-            true,
-        ),
-        (
-            "database migration complete",
-            "database migration aborted: lock timeout on table users",
-            false,
-        ),
-        (
-            "tests pass on main",
-            "all tests are green on the main branch",
-            true,
-        ),
-        (
-            "tests pass on main",
-            "3 tests failing on main after the merge",
-            false,
-        ),
-        (
-            "security review signed off",
-            "the security team signed off on the review",
-            true,
-        ),
-        (
-            "security review signed off",
-            "security review is blocked waiting for the pen-test report",
-            false,
-        ),
-        (
-            "data export ready for download",
-            "the nightly data export is ready to download",
-            true,
-        ),
-        (
-            "data export ready for download",
-            "the data export job crashed before writing any file",
-            false,
-        ),
-        (
-            "benchmark results uploaded",
-            "benchmark results have been uploaded to the shared folder",
-            true,
-        ),
-        (
-            "benchmark results uploaded",
-            "could not upload benchmark results: permission denied",
-            false,
-        ),
-        (
-            "user research interviews done",
-            "we finished all twelve user research interviews",
-            true,
-        ),
-        (
-            "user research interviews done",
-            "half of the user interviews were cancelled this week",
-            false,
-        ),
-        (
-            "model training converged",
-            "training loss converged after 40 epochs",
-            true,
-        ),
-        (
-            "model training converged",
-            "training diverged at epoch 12, loss is NaN",
-            false,
-        ),
-        (
-            "invoice 1031 paid",
-            "payment received for invoice 1031",
-            true,
-        ),
-        (
-            "invoice 1031 paid",
-            "invoice 1031 is overdue and unpaid",
-            false,
-        ),
-        (
-            "release notes written",
-            "the release notes for v2.3 are written and merged",
-            true,
-        ),
-        (
-            "release notes written",
-            "release notes still missing for v2.3",
-            false,
-        ),
+        ("deployment of build 7 finished", "the deployment of build 7 has finished successfully", true),
+        ("deployment of build 7 finished", "deployment of build 7 failed with a timeout", false),
+        ("deployment of build 7 finished", "build 7 is still deploying, 40% done", false),
+        ("database migration complete", "the schema migration of the orders database completed without errors", true),
+        ("database migration complete", "database migration aborted: lock timeout on table users", false),
+        ("tests pass on main", "all tests are green on the main branch", true),
+        ("tests pass on main", "3 tests failing on main after the merge", false),
+        ("security review signed off", "the security team signed off on the review", true),
+        ("security review signed off", "security review is blocked waiting for the pen-test report", false),
+        ("data export ready for download", "the nightly data export is ready to download", true),
+        ("data export ready for download", "the data export job crashed before writing any file", false),
+        ("benchmark results uploaded", "benchmark results have been uploaded to the shared folder", true),
+        ("benchmark results uploaded", "could not upload benchmark results: permission denied", false),
+        ("user research interviews done", "we finished all twelve user research interviews", true),
+        ("user research interviews done", "half of the user interviews were cancelled this week", false),
+        ("model training converged", "training loss converged after 40 epochs", true),
+        ("model training converged", "training diverged at epoch 12, loss is NaN", false),
+        ("invoice 1031 paid", "payment received for invoice 1031", true),
+        ("invoice 1031 paid", "invoice 1031 is overdue and unpaid", false),
+        ("release notes written", "the release notes for v2.3 are written and merged", true),
+        ("release notes written", "release notes still missing for v2.3", false),
     ];
 
     /// Cases written before the rules were tuned; the rules were then tuned against these.
@@ -1910,585 +1654,165 @@ mod tests {
         // negation
         ("PR #42 approved", "PR #42 isn't approved yet", false),
         ("PR #42 merged", "PR #42 was never merged", false),
-        (
-            "deploy to prod done",
-            "we cannot deploy to prod today",
-            false,
-        ),
+        ("deploy to prod done", "we cannot deploy to prod today", false),
         ("invoice 1031 paid", "invoice 1031 has not been paid", false),
-        (
-            "backup completed",
-            "the nightly backup wasn't completed",
-            false,
-        ),
+        ("backup completed", "the nightly backup wasn't completed", false),
         ("tests pass on main", "tests don't pass on main", false),
-        (
-            "design doc approved",
-            "no approval for the design doc so far",
-            false,
-        ),
+        ("design doc approved", "no approval for the design doc so far", false),
         // wrong identifier
         ("PR #42 approved", "PR #420 approved", false),
         ("PR #42 approved", "PR #4 approved, #2 pending", false),
-        (
-            "release v2.4 published",
-            "release v2.40 published to the registry",
-            false,
-        ),
-        (
-            "config.yaml updated",
-            "config.yml updated with the new keys",
-            false,
-        ),
+        ("release v2.4 published", "release v2.40 published to the registry", false),
+        ("config.yaml updated", "config.yml updated with the new keys", false),
         ("build 7 deployed", "build 17 deployed to staging", false),
         ("invoice 1031 paid", "invoice 1013 paid in full", false),
         ("PR-42 approved", "issue #42 approved", false),
         // failure
         ("nightly build green", "nightly build is red again", false),
-        (
-            "load test finished",
-            "load test timed out after 30 minutes",
-            false,
-        ),
-        (
-            "service deployed",
-            "service deploy errored out on step 3",
-            false,
-        ),
+        ("load test finished", "load test timed out after 30 minutes", false),
+        ("service deployed", "service deploy errored out on step 3", false),
         ("migration done", "migration finished with 4 errors", false),
-        (
-            "job 88 completed",
-            "job 88 completed but the output is broken",
-            false,
-        ),
+        ("job 88 completed", "job 88 completed but the output is broken", false),
         ("model retrained", "retraining crashed with OOM", false),
         // refusal
-        (
-            "access request granted",
-            "access request declined by security",
-            false,
-        ),
+        ("access request granted", "access request declined by security", false),
         ("budget approved", "budget request was denied", false),
-        (
-            "vendor contract signed",
-            "vendor refused to sign the contract",
-            false,
-        ),
+        ("vendor contract signed", "vendor refused to sign the contract", false),
         // partial
         ("all shards migrated", "3 of 5 shards migrated", false),
-        (
-            "files uploaded",
-            "files uploaded except the large archive",
-            false,
-        ),
+        ("files uploaded", "files uploaded except the large archive", false),
         ("docs translated", "most of the docs are translated", false),
-        (
-            "survey results analysed",
-            "survey results partially analysed",
-            false,
-        ),
+        ("survey results analysed", "survey results partially analysed", false),
         // pending
         ("PR #42 approved", "PR #42 approval pending", false),
-        (
-            "report generated",
-            "report generation queued behind 3 jobs",
-            false,
-        ),
+        ("report generated", "report generation queued behind 3 jobs", false),
         ("migration finished", "migration in progress, ETA 2h", false),
-        (
-            "contract signed",
-            "contract is on hold until legal replies",
-            false,
-        ),
+        ("contract signed", "contract is on hold until legal replies", false),
         // planned
         ("PR #42 merged", "will merge PR #42 after lunch", false),
-        (
-            "deploy done",
-            "deploy scheduled for tomorrow morning",
-            false,
-        ),
-        (
-            "database upgraded",
-            "we are about to upgrade the database",
-            false,
-        ),
-        (
-            "backup restored",
-            "going to restore the backup tonight",
-            false,
-        ),
+        ("deploy done", "deploy scheduled for tomorrow morning", false),
+        ("database upgraded", "we are about to upgrade the database", false),
+        ("backup restored", "going to restore the backup tonight", false),
         // reverted, unpaid, changes requested
-        (
-            "release 3.1 deployed",
-            "release 3.1 deployed then rolled back",
-            false,
-        ),
+        ("release 3.1 deployed", "release 3.1 deployed then rolled back", false),
         ("PR #42 merged", "PR #42 merge was reverted", false),
         ("invoice 77 paid", "invoice 77 still overdue", false),
         ("PR #9 approved", "PR #9: changes requested by alice", false),
         // true signals
-        (
-            "migration complete",
-            "migration completed with zero errors",
-            true,
-        ),
-        (
-            "tests pass on main",
-            "all tests passed on main, no failures",
-            true,
-        ),
-        (
-            "tests pass on main",
-            "CI on main: 120 passed, 0 failed",
-            true,
-        ),
-        (
-            "backlog cleared",
-            "backlog cleared, nothing left to triage",
-            true,
-        ),
+        ("migration complete", "migration completed with zero errors", true),
+        ("tests pass on main", "all tests passed on main, no failures", true),
+        ("tests pass on main", "CI on main: 120 passed, 0 failed", true),
+        ("backlog cleared", "backlog cleared, nothing left to triage", true),
         ("launch ready", "launch checklist done, no blockers", true),
-        (
-            "flaky test fixed",
-            "the flaky test is no longer failing",
-            true,
-        ),
-        (
-            "PR #42 approved",
-            "pull request 42 got approved by bob",
-            true,
-        ),
+        ("flaky test fixed", "the flaky test is no longer failing", true),
+        ("PR #42 approved", "pull request 42 got approved by bob", true),
         ("PR #42 approved", "Approved: PR-42 (auth refactor)", true),
-        (
-            "build 7 deployed",
-            "build 7 deployed to prod at 14:02 by job 5531",
-            true,
-        ),
+        ("build 7 deployed", "build 7 deployed to prod at 14:02 by job 5531", true),
         ("deploy failed", "the deploy of build 9 failed", true),
         ("tests failing on main", "3 tests failing on main", true),
-        (
-            "release v2.4 published",
-            "Version 2.4 was published to crates.io",
-            true,
-        ),
-        (
-            "invoice 1031 paid",
-            "Invoice #1031 settled, paid in full",
-            true,
-        ),
-        (
-            "backup completed",
-            "backup completed without any errors",
-            true,
-        ),
-        (
-            "data import done",
-            "data import finished, not a single failure",
-            true,
-        ),
-        (
-            "CI green on main",
-            "fixed the failing test; CI is green on main again",
-            true,
-        ),
-        (
-            "user interviews done",
-            "all twelve user interviews are done",
-            true,
-        ),
+        ("release v2.4 published", "Version 2.4 was published to crates.io", true),
+        ("invoice 1031 paid", "Invoice #1031 settled, paid in full", true),
+        ("backup completed", "backup completed without any errors", true),
+        ("data import done", "data import finished, not a single failure", true),
+        ("CI green on main", "fixed the failing test; CI is green on main again", true),
+        ("user interviews done", "all twelve user interviews are done", true),
         ("twelve interviews done", "12 interviews done", true),
-        (
-            "PR #42 approved",
-            "PR #42 approved. PR #43 was rejected",
-            true,
-        ),
-        (
-            "invoice 1031 paid",
-            "invoice 1031 paid; invoice 1032 is still overdue",
-            true,
-        ),
+        ("PR #42 approved", "PR #42 approved. PR #43 was rejected", true),
+        ("invoice 1031 paid", "invoice 1031 paid; invoice 1032 is still overdue", true),
     ];
 
     /// Held out: written with TUNED, never looked at while tuning; only its score is reported.
     const HELD_OUT: &[(&str, &str, bool)] = &[
-        (
-            "PR #42 approved",
-            "reviewer left 'changes requested' on #42",
-            false,
-        ),
+        ("PR #42 approved", "reviewer left 'changes requested' on #42", false),
         ("PR #42 approved", "#42 approved \u{2705}", true),
-        (
-            "PR #42 approved",
-            "PR 42 looks good, approved and ready to merge",
-            true,
-        ),
+        ("PR #42 approved", "PR 42 looks good, approved and ready to merge", true),
         ("PR #42 approved", "approval for PR #24 granted", false),
-        (
-            "staging deploy succeeded",
-            "staging deploy did not succeed",
-            false,
-        ),
-        (
-            "staging deploy succeeded",
-            "staging deploy succeeded with no errors or warnings",
-            true,
-        ),
-        (
-            "cache warmed",
-            "cache warm-up failing intermittently",
-            false,
-        ),
-        (
-            "nightly ETL finished",
-            "nightly ETL finished; 2 of 9 tables skipped",
-            false,
-        ),
-        (
-            "nightly ETL finished",
-            "nightly ETL finished in 14 minutes, all 9 tables loaded",
-            true,
-        ),
-        (
-            "certificate renewed",
-            "certificate renewal is waiting on DNS validation",
-            false,
-        ),
-        (
-            "certificate renewed",
-            "certificate renewed, expires in 90 days",
-            true,
-        ),
-        (
-            "feature flag enabled",
-            "feature flag will be enabled on Monday",
-            false,
-        ),
-        (
-            "feature flag enabled",
-            "feature flag enabled for 100% of users",
-            true,
-        ),
-        (
-            "feature flag enabled",
-            "feature flag enabled for 25% of users",
-            false,
-        ),
+        ("staging deploy succeeded", "staging deploy did not succeed", false),
+        ("staging deploy succeeded", "staging deploy succeeded with no errors or warnings", true),
+        ("cache warmed", "cache warm-up failing intermittently", false),
+        ("nightly ETL finished", "nightly ETL finished; 2 of 9 tables skipped", false),
+        ("nightly ETL finished", "nightly ETL finished in 14 minutes, all 9 tables loaded", true),
+        ("certificate renewed", "certificate renewal is waiting on DNS validation", false),
+        ("certificate renewed", "certificate renewed, expires in 90 days", true),
+        ("feature flag enabled", "feature flag will be enabled on Monday", false),
+        ("feature flag enabled", "feature flag enabled for 100% of users", true),
+        ("feature flag enabled", "feature flag enabled for 25% of users", false),
         ("index rebuilt", "index rebuild aborted halfway", false),
-        (
-            "index rebuilt",
-            "rebuilt the search index, zero downtime",
-            true,
-        ),
-        (
-            "payment for order 5521 received",
-            "payment for order 5521 bounced",
-            false,
-        ),
-        (
-            "payment for order 5521 received",
-            "received payment, order 5521, thanks!",
-            true,
-        ),
-        (
-            "payment for order 5521 received",
-            "payment for order 5512 received",
-            false,
-        ),
-        (
-            "hotfix shipped",
-            "hotfix shipped and then reverted an hour later",
-            false,
-        ),
-        (
-            "hotfix shipped",
-            "hotfix shipped to all regions without issues",
-            true,
-        ),
-        (
-            "legal sign-off on the contract",
-            "legal declined to sign off on the contract",
-            false,
-        ),
-        (
-            "legal sign-off on the contract",
-            "legal signed off on the contract this morning",
-            true,
-        ),
-        (
-            "ticket 8812 resolved",
-            "ticket 8812 resolved, customer confirmed the fix",
-            true,
-        ),
-        (
-            "ticket 8812 resolved",
-            "ticket 8812 reopened by the customer",
-            false,
-        ),
+        ("index rebuilt", "rebuilt the search index, zero downtime", true),
+        ("payment for order 5521 received", "payment for order 5521 bounced", false),
+        ("payment for order 5521 received", "received payment, order 5521, thanks!", true),
+        ("payment for order 5521 received", "payment for order 5512 received", false),
+        ("hotfix shipped", "hotfix shipped and then reverted an hour later", false),
+        ("hotfix shipped", "hotfix shipped to all regions without issues", true),
+        ("legal sign-off on the contract", "legal declined to sign off on the contract", false),
+        ("legal sign-off on the contract", "legal signed off on the contract this morning", true),
+        ("ticket 8812 resolved", "ticket 8812 resolved, customer confirmed the fix", true),
+        ("ticket 8812 resolved", "ticket 8812 reopened by the customer", false),
         ("ticket 8812 resolved", "ticket 881 resolved", false),
-        (
-            "upgrade to postgres 16 done",
-            "upgrade to postgres 15 done",
-            false,
-        ),
-        (
-            "upgrade to postgres 16 done",
-            "Postgres 16 upgrade done across all clusters",
-            true,
-        ),
-        (
-            "smoke tests passing",
-            "smoke tests couldn't run, runner unavailable",
-            false,
-        ),
-        (
-            "smoke tests passing",
-            "smoke tests passing after the fix, no more flakes",
-            true,
-        ),
-        (
-            "pipeline failed",
-            "pipeline run 311 failed at the lint stage",
-            true,
-        ),
+        ("upgrade to postgres 16 done", "upgrade to postgres 15 done", false),
+        ("upgrade to postgres 16 done", "Postgres 16 upgrade done across all clusters", true),
+        ("smoke tests passing", "smoke tests couldn't run, runner unavailable", false),
+        ("smoke tests passing", "smoke tests passing after the fix, no more flakes", true),
+        ("pipeline failed", "pipeline run 311 failed at the lint stage", true),
         ("pipeline failed", "pipeline run 311 passed", false),
-        (
-            "on-call handoff done",
-            "on-call handoff is not done yet",
-            false,
-        ),
-        (
-            "report sent to finance",
-            "report will be sent to finance by Friday",
-            false,
-        ),
-        (
-            "report sent to finance",
-            "the report was sent to finance, nothing outstanding",
-            true,
-        ),
-        (
-            "GPU quota increased",
-            "GPU quota increase request rejected",
-            false,
-        ),
-        (
-            "GPU quota increased",
-            "GPU quota increased to 64 cards",
-            true,
-        ),
-        (
-            "README updated",
-            "README partly updated, install section still TODO",
-            false,
-        ),
+        ("on-call handoff done", "on-call handoff is not done yet", false),
+        ("report sent to finance", "report will be sent to finance by Friday", false),
+        ("report sent to finance", "the report was sent to finance, nothing outstanding", true),
+        ("GPU quota increased", "GPU quota increase request rejected", false),
+        ("GPU quota increased", "GPU quota increased to 64 cards", true),
+        ("README updated", "README partly updated, install section still TODO", false),
         ("README updated", "updated the README, no open TODOs", true),
         ("vote passed", "vote passed 7 to 2", true),
-        (
-            "batch 3 processed",
-            "batch 3 processing stuck at 80%",
-            false,
-        ),
-        (
-            "batch 3 processed",
-            "batch 3 processed without errors",
-            true,
-        ),
+        ("batch 3 processed", "batch 3 processing stuck at 80%", false),
+        ("batch 3 processed", "batch 3 processed without errors", true),
     ];
 
     /// Blind: written after the first version passed everything else, scored once before any
     /// further change (that first score is the honest one; see the report).
     const BLIND: &[(&str, &str, bool)] = &[
-        (
-            "PR #42 approved",
-            "Bob approved pull request #42 after the second round",
-            true,
-        ),
+        ("PR #42 approved", "Bob approved pull request #42 after the second round", true),
         ("PR #42 approved", "Bob has not yet approved #42", false),
         ("PR #42 approved", "approval on PR #42 was withdrawn", false),
-        (
-            "PR #42 approved",
-            "PR #42: approved with minor nits, no further changes needed",
-            true,
-        ),
+        ("PR #42 approved", "PR #42: approved with minor nits, no further changes needed", true),
         ("PR #42 approved", "PR #142 approved", false),
-        (
-            "PR #42 approved",
-            "PR #42 approval is expected later today",
-            false,
-        ),
-        (
-            "deploy of v3.2 to prod complete",
-            "v3.2 deployed to prod; all health checks green",
-            true,
-        ),
-        (
-            "deploy of v3.2 to prod complete",
-            "v3.2 deployed to prod but health checks are failing",
-            false,
-        ),
-        (
-            "deploy of v3.2 to prod complete",
-            "v3.1 deployed to prod",
-            false,
-        ),
-        (
-            "deploy of v3.2 to prod complete",
-            "prod deploy of v3.2 paused at the canary stage",
-            false,
-        ),
-        (
-            "nightly backup succeeded",
-            "nightly backup succeeded, 0 errors, 0 warnings",
-            true,
-        ),
-        (
-            "nightly backup succeeded",
-            "nightly backup reported success but the archive is empty",
-            false,
-        ),
-        (
-            "nightly backup succeeded",
-            "nightly backup did not run",
-            false,
-        ),
-        (
-            "customer refund processed",
-            "customer refund processed successfully",
-            true,
-        ),
-        (
-            "customer refund processed",
-            "the customer was refunded in full",
-            true,
-        ),
-        (
-            "invoice 2207 paid",
-            "invoice 2207: payment failed, card declined",
-            false,
-        ),
-        (
-            "invoice 2207 paid",
-            "invoice 2207 paid by wire transfer on 3 May",
-            true,
-        ),
-        (
-            "invoice 2207 paid",
-            "invoice 2207 partially paid (50%)",
-            false,
-        ),
-        (
-            "all 8 integration tests pass",
-            "8/8 integration tests pass",
-            true,
-        ),
-        (
-            "all 8 integration tests pass",
-            "7 of 8 integration tests pass",
-            false,
-        ),
-        (
-            "all 8 integration tests pass",
-            "integration tests: 8 passed, 0 failed, 0 skipped",
-            true,
-        ),
-        (
-            "data backfill finished",
-            "data backfill finished for everything but the EU region",
-            false,
-        ),
-        (
-            "data backfill finished",
-            "data backfill is 90% complete",
-            false,
-        ),
-        (
-            "data backfill finished",
-            "data backfill finished; no rows were dropped",
-            true,
-        ),
-        (
-            "oncall alert resolved",
-            "the oncall alert auto-resolved after 5 minutes",
-            true,
-        ),
-        (
-            "oncall alert resolved",
-            "oncall alert acknowledged but not resolved",
-            false,
-        ),
-        (
-            "k8s cluster upgraded to 1.29",
-            "cluster upgraded to Kubernetes 1.29 without downtime",
-            true,
-        ),
-        (
-            "k8s cluster upgraded to 1.29",
-            "cluster upgrade to 1.29 rolled back after node failures",
-            false,
-        ),
-        (
-            "design review passed",
-            "design review passed with two follow-ups, nothing blocking",
-            true,
-        ),
-        (
-            "design review passed",
-            "design review did not pass; needs another round",
-            false,
-        ),
-        (
-            "user signup bug fixed",
-            "fixed the user signup bug in #311",
-            true,
-        ),
-        (
-            "user signup bug fixed",
-            "user signup bug still reproduces",
-            false,
-        ),
-        (
-            "merge to main done",
-            "merge to main blocked by a failing check",
-            false,
-        ),
+        ("PR #42 approved", "PR #42 approval is expected later today", false),
+        ("deploy of v3.2 to prod complete", "v3.2 deployed to prod; all health checks green", true),
+        ("deploy of v3.2 to prod complete", "v3.2 deployed to prod but health checks are failing", false),
+        ("deploy of v3.2 to prod complete", "v3.1 deployed to prod", false),
+        ("deploy of v3.2 to prod complete", "prod deploy of v3.2 paused at the canary stage", false),
+        ("nightly backup succeeded", "nightly backup succeeded, 0 errors, 0 warnings", true),
+        ("nightly backup succeeded", "nightly backup reported success but the archive is empty", false),
+        ("nightly backup succeeded", "nightly backup did not run", false),
+        ("customer refund processed", "customer refund processed successfully", true),
+        ("customer refund processed", "the customer was refunded in full", true),
+        ("invoice 2207 paid", "invoice 2207: payment failed, card declined", false),
+        ("invoice 2207 paid", "invoice 2207 paid by wire transfer on 3 May", true),
+        ("invoice 2207 paid", "invoice 2207 partially paid (50%)", false),
+        ("all 8 integration tests pass", "8/8 integration tests pass", true),
+        ("all 8 integration tests pass", "7 of 8 integration tests pass", false),
+        ("all 8 integration tests pass", "integration tests: 8 passed, 0 failed, 0 skipped", true),
+        ("data backfill finished", "data backfill finished for everything but the EU region", false),
+        ("data backfill finished", "data backfill is 90% complete", false),
+        ("data backfill finished", "data backfill finished; no rows were dropped", true),
+        ("oncall alert resolved", "the oncall alert auto-resolved after 5 minutes", true),
+        ("oncall alert resolved", "oncall alert acknowledged but not resolved", false),
+        ("k8s cluster upgraded to 1.29", "cluster upgraded to Kubernetes 1.29 without downtime", true),
+        ("k8s cluster upgraded to 1.29", "cluster upgrade to 1.29 rolled back after node failures", false),
+        ("design review passed", "design review passed with two follow-ups, nothing blocking", true),
+        ("design review passed", "design review did not pass; needs another round", false),
+        ("user signup bug fixed", "fixed the user signup bug in #311", true),
+        ("user signup bug fixed", "user signup bug still reproduces", false),
+        ("merge to main done", "merge to main blocked by a failing check", false),
         ("merge to main done", "merged to main, no conflicts", true),
-        (
-            "load test passed",
-            "load test passed, p99 under 200ms, zero timeouts",
-            true,
-        ),
-        (
-            "load test passed",
-            "load test passed except for the checkout endpoint",
-            false,
-        ),
-        (
-            "email campaign sent",
-            "email campaign sent to all 20,000 subscribers",
-            true,
-        ),
-        (
-            "email campaign sent",
-            "email campaign is scheduled to go out at 9am",
-            false,
-        ),
-        (
-            "email campaign sent",
-            "email campaign sending was aborted after 1,200 emails",
-            false,
-        ),
+        ("load test passed", "load test passed, p99 under 200ms, zero timeouts", true),
+        ("load test passed", "load test passed except for the checkout endpoint", false),
+        ("email campaign sent", "email campaign sent to all 20,000 subscribers", true),
+        ("email campaign sent", "email campaign is scheduled to go out at 9am", false),
+        ("email campaign sent", "email campaign sending was aborted after 1,200 emails", false),
         ("ticket JIRA-881 closed", "JIRA-881 closed as done", true),
         ("ticket JIRA-881 closed", "JIRA-818 closed", false),
-        (
-            "security patch applied to all hosts",
-            "security patch applied to 14 of 15 hosts",
-            false,
-        ),
-        (
-            "security patch applied to all hosts",
-            "security patch applied to all hosts, no reboots required",
-            true,
-        ),
+        ("security patch applied to all hosts", "security patch applied to 14 of 15 hosts", false),
+        ("security patch applied to all hosts", "security patch applied to all hosts, no reboots required", true),
     ];
 
     fn run(table: &[(&str, &str, bool)]) -> (usize, Vec<String>) {
@@ -2508,23 +1832,13 @@ mod tests {
     #[test]
     fn dev_set() {
         let (right, wrong) = run(DEV);
-        assert!(
-            wrong.is_empty(),
-            "{right}/{} right:\n{}",
-            DEV.len(),
-            wrong.join("\n")
-        );
+        assert!(wrong.is_empty(), "{right}/{} right:\n{}", DEV.len(), wrong.join("\n"));
     }
 
     #[test]
     fn tuned_cases() {
         let (right, wrong) = run(TUNED);
-        assert!(
-            wrong.is_empty(),
-            "{right}/{} right:\n{}",
-            TUNED.len(),
-            wrong.join("\n")
-        );
+        assert!(wrong.is_empty(), "{right}/{} right:\n{}", TUNED.len(), wrong.join("\n"));
     }
 
     /// Reports the held-out score; asserts only a floor, so that it stays honest.
@@ -2535,11 +1849,7 @@ mod tests {
         for w in &wrong {
             println!("  miss: {w}");
         }
-        assert!(
-            right * 10 >= HELD_OUT.len() * 7,
-            "held out {right}/{}",
-            HELD_OUT.len()
-        );
+        assert!(right * 10 >= HELD_OUT.len() * 7, "held out {right}/{}", HELD_OUT.len());
     }
 
     #[test]
@@ -2555,43 +1865,22 @@ mod tests {
     /// Rules added after the blind run, each with a case that is not in any table above.
     #[test]
     fn rule_examples() {
-        let pass =
-            |q: &str, m: &str| assert!(Guard::new(q).check(m).is_ok(), "{q:?} should accept {m:?}");
-        let block = |q: &str, m: &str| {
-            assert!(Guard::new(q).check(m).is_err(), "{q:?} should reject {m:?}")
-        };
+        let pass = |q: &str, m: &str| assert!(Guard::new(q).check(m).is_ok(), "{q:?} should accept {m:?}");
+        let block = |q: &str, m: &str| assert!(Guard::new(q).check(m).is_err(), "{q:?} should reject {m:?}");
         pass("release v2.4 published", "released 2.4.0 to crates.io");
         block("release v2.4 published", "released 2.4.1 to crates.io");
-        pass(
-            "PR #42 merged",
-            "merged https://github.com/acme/app/pull/42",
-        );
-        block(
-            "nightly job finished",
-            "nightly job finished with exit code 1",
-        );
+        pass("PR #42 merged", "merged https://github.com/acme/app/pull/42");
+        block("nightly job finished", "nightly job finished with exit code 1");
         pass("nightly job finished", "nightly job finished, exit code 0");
         block("health check ok", "health check returned 503");
-        pass(
-            "deploy succeeded",
-            "deploy succeeded after 2 failed attempts",
-        );
+        pass("deploy succeeded", "deploy succeeded after 2 failed attempts");
         block("deploy succeeded", "deploy stopped after 2 failed attempts");
         block("PR #42 approved", "nobody approved PR #42");
         block("PR #42 merged", "PR #42 sits in the merge queue");
         pass("i18n shipped", "internationalization shipped");
-        block(
-            "tests pass on main",
-            "tests pass on main only if the cache is warm?",
-        );
-        pass(
-            "service deployed",
-            "service deployed; ping me if anything breaks",
-        );
-        block(
-            "migration finished",
-            "migration finished for everything but the EU shard",
-        );
+        block("tests pass on main", "tests pass on main only if the cache is warm?");
+        pass("service deployed", "service deployed; ping me if anything breaks");
+        block("migration finished", "migration finished for everything but the EU shard");
         pass("invoice 1,031 paid", "invoice 1031 paid");
     }
 
@@ -2599,31 +1888,15 @@ mod tests {
     fn reasons_read_well() {
         let g = Guard::new("PR #42 approved");
         assert_eq!(g.required(), vec!["pr 42".to_string()]);
-        let r = g
-            .check("review of PR #42: NOT approved, changes requested")
-            .unwrap_err();
-        assert_eq!(
-            (r.rule, r.reason.as_str()),
-            ("polarity:negation", "says \"NOT approved\"")
-        );
+        let r = g.check("review of PR #42: NOT approved, changes requested").unwrap_err();
+        assert_eq!((r.rule, r.reason.as_str()), ("polarity:negation", "says \"NOT approved\""));
         let r = g.check("PR #420 approved").unwrap_err();
-        assert_eq!(
-            (r.rule, r.reason.as_str()),
-            ("identifier", "does not mention PR #42")
-        );
+        assert_eq!((r.rule, r.reason.as_str()), ("identifier", "does not mention PR #42"));
         let r = g.check("issue #42 approved").unwrap_err();
         assert_eq!(r.reason, "mentions \"issue #42\", not PR #42");
-        let r = Guard::new("deploy failed")
-            .check("the deploy of build 9 succeeded")
-            .unwrap_err();
-        assert_eq!(
-            (r.rule, r.reason.as_str()),
-            ("polarity:unstated", "does not say \"failed\"")
-        );
-        assert_eq!(
-            Guard::new("release/2.4 and config.yaml at f2d3ce0").required(),
-            ["version 2.4", "config.yaml", "f2d3ce0"]
-        );
+        let r = Guard::new("deploy failed").check("the deploy of build 9 succeeded").unwrap_err();
+        assert_eq!((r.rule, r.reason.as_str()), ("polarity:unstated", "does not say \"failed\""));
+        assert_eq!(Guard::new("release/2.4 and config.yaml at f2d3ce0").required(), ["version 2.4", "config.yaml", "f2d3ce0"]);
     }
 
     #[test]
@@ -2675,17 +1948,11 @@ mod tests {
             rng ^= rng << 17;
             rng
         };
-        let alphabet: Vec<char> = "aNoT #42.-/_,%?:;'\u{2019}0v9 \n\u{e9}\u{130}\u{1F600}failednt"
-            .chars()
-            .collect();
+        let alphabet: Vec<char> = "aNoT #42.-/_,%?:;'\u{2019}0v9 \n\u{e9}\u{130}\u{1F600}failednt".chars().collect();
         let mut inputs: Vec<String> = odd.iter().map(|s| s.to_string()).collect();
         for _ in 0..2000 {
             let len = (next() % 40) as usize;
-            inputs.push(
-                (0..len)
-                    .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
-                    .collect(),
-            );
+            inputs.push((0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect());
         }
         inputs.push("not approved #42 ".repeat(20_000));
         inputs.push("x".repeat(300_000));
@@ -2716,17 +1983,10 @@ mod tests {
             times.push(start.elapsed().as_secs_f64() * 1e6 / 100.0);
         }
         times.sort_by(f64::total_cmp);
-        println!(
-            "check on {} chars: median {:.2} us, p90 {:.2} us",
-            memory.len(),
-            times[100],
-            times[180]
-        );
+        println!("check on {} chars: median {:.2} us, p90 {:.2} us", memory.len(), times[100], times[180]);
         let start = std::time::Instant::now();
         for _ in 0..1000 {
-            std::hint::black_box(Guard::new(std::hint::black_box(
-                "PR #42 approved by the security reviewer",
-            )));
+            std::hint::black_box(Guard::new(std::hint::black_box("PR #42 approved by the security reviewer")));
         }
         println!("Guard::new: {:.2} us", start.elapsed().as_secs_f64() * 1e3);
     }

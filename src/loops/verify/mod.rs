@@ -18,10 +18,10 @@
 //! command) see one candidate at a time, best first, and stop at the first that passes.
 
 pub mod cmd;
+pub mod entities;
 pub mod guard;
 pub mod model;
 pub mod nli;
-pub mod entities;
 
 use std::time::Instant;
 

@@ -94,10 +94,8 @@ impl VerifierModel {
             }
         }
         let config_path = dir.join("config.json");
-        let config: serde_json::Value = std::fs::read_to_string(&config_path)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(serde_json::Value::Null);
+        let config: serde_json::Value =
+            std::fs::read_to_string(&config_path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(serde_json::Value::Null);
         let bad = |what: &str| Error::Model { message: format!("gate verifier config.json {what}: {}", config_path.display()) };
         let min = config
             .get("slm_min_probability")
@@ -281,10 +279,8 @@ impl Verifier for ModelVerifier {
         Ok(probs
             .into_iter()
             .map(|p| {
-                (p < min).then(|| Refusal {
-                    rule: "model".into(),
-                    reason: format!("the verifier gives {p:.2} that it says \"{}\"", self.query),
-                })
+                (p < min)
+                    .then(|| Refusal { rule: "model".into(), reason: format!("the verifier gives {p:.2} that it says \"{}\"", self.query) })
             })
             .collect())
     }

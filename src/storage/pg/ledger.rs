@@ -7,11 +7,10 @@ use ::postgres::Row;
 use super::{begin_inserts, insert_row, notify, pg_error, PgStore};
 use crate::feed::Topic;
 use crate::record::RunStatus;
-use crate::storage::ledger::{RawRun, RUN_COLUMNS};
 pub(super) use crate::storage::ledger::LAP_COLUMNS;
+use crate::storage::ledger::{RawRun, RUN_COLUMNS};
 use crate::storage::{LapRow, LapWrite, RunEnd, RunRow, StepWrite};
 use crate::Result;
-
 
 impl PgStore {
     /// The typed run of a row of `RUN_COLUMNS, host`.
@@ -123,8 +122,7 @@ impl PgStore {
             &[&run_id, &w.lap.lap, &w.lap.ts, &w.lap.decision, &w.lap.passed, &w.lap.detail, &w.lap.score, &w.lap.budget],
         )
         .map_err(pg)?;
-        tx.execute("UPDATE loop_runs SET laps = $2, state = $3 WHERE run_id = $1", &[&run_id, &w.lap.lap, &w.state])
-            .map_err(pg)?;
+        tx.execute("UPDATE loop_runs SET laps = $2, state = $3 WHERE run_id = $1", &[&run_id, &w.lap.lap, &w.state]).map_err(pg)?;
         if let Some((status, reason, result)) = &w.end {
             tx.execute(
                 "UPDATE loop_runs SET status = $2, reason = $3, ended_at = $4, result = $5 WHERE run_id = $1",

@@ -356,7 +356,8 @@ impl PgStore {
         if let Some(v) = self.opened_meta(key) {
             return Ok(Some(v.clone()));
         }
-        let row = self.client()?.query_typed_opt("SELECT value FROM meta WHERE key = $1", &[(&key, Type::TEXT)]).map_err(|e| self.err(e))?;
+        let row =
+            self.client()?.query_typed_opt("SELECT value FROM meta WHERE key = $1", &[(&key, Type::TEXT)]).map_err(|e| self.err(e))?;
         Ok(row.map(|r| r.get(0)))
     }
 
@@ -385,10 +386,7 @@ impl PgStore {
         let r = (|| {
             let mut tx = begin_inserts(&mut c)?;
             let now = now_rfc3339();
-            let out = rows
-                .iter()
-                .map(|row| insert_row(&mut tx, row, row.created_at.unwrap_or(&now)))
-                .collect::<Result<Vec<_>, _>>()?;
+            let out = rows.iter().map(|row| insert_row(&mut tx, row, row.created_at.unwrap_or(&now))).collect::<Result<Vec<_>, _>>()?;
             notify(&mut tx, topic)?;
             tx.commit()?;
             Ok(out)
@@ -400,11 +398,8 @@ impl PgStore {
         let mut c = self.client()?;
         let r = (|| {
             let mut tx = c.transaction()?;
-            let gone: Vec<i64> = tx
-                .query("DELETE FROM memories WHERE id = ANY($1) RETURNING id", &[&ids])?
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
+            let gone: Vec<i64> =
+                tx.query("DELETE FROM memories WHERE id = ANY($1) RETURNING id", &[&ids])?.iter().map(|r| r.get(0)).collect();
             notify(&mut tx, Topic::Memories)?;
             tx.commit()?;
             Ok(gone)
@@ -432,10 +427,7 @@ impl PgStore {
                     WHERE t.memory_id = m.id AND t.tag = ANY($3)) = cardinality($3::text[]))
              ORDER BY m.id DESC LIMIT $4"
         );
-        let rows = self
-            .client()?
-            .query(&sql, &[&before.unwrap_or(i64::MAX), &kind, &tags, &(limit as i64)])
-            .map_err(|e| self.err(e))?;
+        let rows = self.client()?.query(&sql, &[&before.unwrap_or(i64::MAX), &kind, &tags, &(limit as i64)]).map_err(|e| self.err(e))?;
         rows.iter().map(to_memory).collect()
     }
 
@@ -459,10 +451,7 @@ impl PgStore {
     pub fn counts(&self) -> Result<(u64, u64)> {
         let row = self
             .client()?
-            .query_one(
-                "SELECT count(*) FILTER (WHERE kind = 'memory'), count(*) FILTER (WHERE kind = 'lap') FROM memories",
-                &[],
-            )
+            .query_one("SELECT count(*) FILTER (WHERE kind = 'memory'), count(*) FILTER (WHERE kind = 'lap') FROM memories", &[])
             .map_err(|e| self.err(e))?;
         Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
     }
@@ -532,10 +521,7 @@ impl PgStore {
     pub fn pending_rows(&self, limit: usize) -> Result<Vec<(i64, String)>> {
         let rows = self
             .client()?
-            .query(
-                "SELECT id, content FROM memories WHERE octet_length(embedding) = 0 ORDER BY id LIMIT $1",
-                &[&(limit as i64)],
-            )
+            .query("SELECT id, content FROM memories WHERE octet_length(embedding) = 0 ORDER BY id LIMIT $1", &[&(limit as i64)])
             .map_err(|e| self.err(e))?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
@@ -545,10 +531,7 @@ impl PgStore {
     /// this, a burst of runs made a herd of processes embedding the same laps at once (each
     /// with its model's threads), slowing every host. Released by [`PgStore::backfill_unlock`].
     pub fn try_backfill_lock(&self) -> Result<bool> {
-        let row = self
-            .client()?
-            .query_one("SELECT pg_try_advisory_lock($1)", &[&BACKFILL_LOCK])
-            .map_err(|e| self.err(e))?;
+        let row = self.client()?.query_one("SELECT pg_try_advisory_lock($1)", &[&BACKFILL_LOCK]).map_err(|e| self.err(e))?;
         Ok(row.get(0))
     }
 
@@ -576,12 +559,9 @@ impl PgStore {
     }
 
     pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
-        let rows = self
-            .client()?
-            .query("SELECT id, embedding, content FROM memories WHERE id = ANY($1)", &[&ids])
-            .map_err(|e| self.err(e))?;
-        let mut by_id: std::collections::HashMap<i64, (Vec<u8>, String)> =
-            rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+        let rows =
+            self.client()?.query("SELECT id, embedding, content FROM memories WHERE id = ANY($1)", &[&ids]).map_err(|e| self.err(e))?;
+        let mut by_id: std::collections::HashMap<i64, (Vec<u8>, String)> = rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
         Ok(ids.iter().filter_map(|id| by_id.remove(id).map(|(b, c)| (*id, b, c))).collect())
     }
 
@@ -598,10 +578,7 @@ impl PgStore {
     }
 
     pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
-        let rows = self
-            .client()?
-            .query("SELECT id FROM memories WHERE id = ANY($1)", &[&ids])
-            .map_err(|e| self.err(e))?;
+        let rows = self.client()?.query("SELECT id FROM memories WHERE id = ANY($1)", &[&ids]).map_err(|e| self.err(e))?;
         let found: std::collections::HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
         Ok(ids.iter().copied().filter(|id| found.contains(id)).collect())
     }

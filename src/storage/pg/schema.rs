@@ -98,9 +98,7 @@ fn too_new(store: &str, found: i32) -> Error {
     Error::Postgres {
         store: store.to_string(),
         unreachable: false,
-        message: format!(
-            "the database has slm schema version {found}, newer than this slm's ({PG_SCHEMA_VERSION}); upgrade slm"
-        ),
+        message: format!("the database has slm schema version {found}, newer than this slm's ({PG_SCHEMA_VERSION}); upgrade slm"),
     }
 }
 

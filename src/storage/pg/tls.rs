@@ -213,9 +213,9 @@ impl ServerCertVerifier for ChainOnly {
         now: UnixTime,
     ) -> std::result::Result<ServerCertVerified, rustls::Error> {
         match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) => Ok(ServerCertVerified::assertion()),
+            Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. })) => {
+                Ok(ServerCertVerified::assertion())
+            }
             other => other,
         }
     }

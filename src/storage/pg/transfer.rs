@@ -14,7 +14,8 @@ impl PgStore {
         let store = self.url.redacted().to_string();
         let pg = |e: ::postgres::Error| pg_error(&store, &e);
         let mut c = self.client()?;
-        let mut tx = c.build_transaction().isolation_level(::postgres::IsolationLevel::RepeatableRead).read_only(true).start().map_err(pg)?;
+        let mut tx =
+            c.build_transaction().isolation_level(::postgres::IsolationLevel::RepeatableRead).read_only(true).start().map_err(pg)?;
         for r in tx
             .query(
                 "SELECT m.kind, m.content, m.created_at, m.embedding,
@@ -113,10 +114,7 @@ impl PgStore {
             Some((content, tags)) => find_row(|k| self.find_dedup(k), Kind::Lap, content, tags, Some(&lap.row.ts))?,
             None => None,
         };
-        let exists = self
-            .client()?
-            .query_opt("SELECT 1 FROM loop_runs WHERE run_id = $1", &[&lap.run_id])
-            .map_err(|e| self.err(e))?;
+        let exists = self.client()?.query_opt("SELECT 1 FROM loop_runs WHERE run_id = $1", &[&lap.run_id]).map_err(|e| self.err(e))?;
         if exists.is_none() {
             return Err(crate::Error::invalid("loop_lap.run_id", &lap.run_id, "must name a run stored earlier in the import"));
         }
