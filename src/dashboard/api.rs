@@ -267,10 +267,17 @@ async fn run(State(st): State<AppState>, run_id: Result<Path<String>, PathReject
         let r = loops::run_row(e, &run_id)?;
         let laps = loops::laps(e, &run_id, after_lap, limit)?;
         let params = json!(r.params);
+        // An ended run's gates and the memories that passed each (its stored result).
+        let matches = r
+            .result
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+            .and_then(|v| v.get("matches").cloned())
+            .unwrap_or_else(|| json!([]));
         Ok(json!({
             "run_id": r.run_id, "name": r.name, "status": loops::effective_status(&r), "reason": r.reason,
             "laps_total": r.laps, "started_at": r.started_at, "ended_at": r.ended_at,
-            "params": params, "laps": laps,
+            "params": params, "laps": laps, "matches": matches,
         }))
     })
     .await

@@ -48,6 +48,19 @@ try {
   facts.demo_points = await page.locator("#chart .lap-point").count();
   facts.threshold_line = await page.locator("#threshold-line").count();
   facts.demo_status = await page.textContent("#run-status");
+  // No word in the narrow loop column breaks: every name and status is one line box.
+  facts.loop_cell_lines = await page.evaluate(() => [...document.querySelectorAll("#loop-list td")].map((td) => {
+    const r = document.createRange(); r.selectNodeContents(td);
+    return [td.textContent, new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size];
+  }));
+  for (const [text, lines] of facts.loop_cell_lines) if (lines > 1) fail(`"${text}" wraps over ${lines} lines in the loop list`);
+
+  // A run of two gates shows them, with the memories that passed each.
+  await page.click('.loop-row[data-name="pair"]');
+  await page.waitForSelector(".run-row");
+  await page.click(".run-row");
+  await page.waitForSelector(".gate-row");
+  facts.gate_rows = await page.$$eval(".gate-row", (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
 
   // A live run gains a lap while we watch.
   await page.click(`.loop-row[data-name="${liveLoop}"]`);

@@ -238,6 +238,10 @@ fn the_page_works_in_a_real_browser() {
     root.remember("review complete: PR #42 is approved", &["pr-42"]);
     root.remember("the weather is nice", &[]);
     assert!(root.run(&["loop", "demo"]).status.success());
+    // A run of two gates: one tag-only, one with a query, both passed.
+    let signal = root.remember("all tests green on main", &["ci"]);
+    let pair = root.run(&["loop", "run", "--name", "pair", "--gates", r#"[{"query": "tests green on main"}, {"tags": ["pr-42"]}]"#]);
+    assert!(pair.status.success(), "{}", String::from_utf8_lossy(&pair.stderr));
     // A run that stays live while the browser watches (1 lap a second for up to 60 s).
     let mut live = root
         .cmd(&[
@@ -274,6 +278,14 @@ fn the_page_works_in_a_real_browser() {
     assert_eq!(f["demo_points"], 3);
     assert_eq!(f["threshold_line"], 1);
     assert_eq!(f["demo_status"], "converged");
+    let gates = f["gate_rows"].as_array().unwrap();
+    assert_eq!(gates.len(), 2, "{f}");
+    assert_eq!(gates[0][1], "tests green on main");
+    assert_eq!(gates[0][3], "1 of 1");
+    assert_eq!(gates[0][4], format!("#{signal}"));
+    assert_eq!(gates[1][1], "(tags only)");
+    assert_eq!(gates[1][2], "pr-42");
+    assert!(f["loop_cell_lines"].as_array().unwrap().len() >= 6, "{f}");
     assert!(f["live_after"].as_i64() > f["live_before"].as_i64());
     assert!(f["csp"].as_str().unwrap().contains("script-src 'sha256-"), "the page is served with its CSP: {f}");
     assert_eq!(f["csp_violations"], serde_json::json!([]), "the CSP blocks nothing the page needs");
