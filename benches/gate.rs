@@ -1,6 +1,8 @@
 //! Gate speed: the guard verifier on its own (compiling a query, checking one memory); one poll with 0, 1 and 10 new memories, and lap 1, on stores of 10k, 100k
-//! (and 1M with `SLM_BENCH_GATE_1M=1`) memories; and the end-to-end latency from a
-//! `remember` commit in this process to `slm loop run` returning in another.
+//! (and 1M with `SLM_BENCH_GATE_1M=1`) memories, with one gate and with three (issue #28:
+//! an idle poll and a lap of three gates against one); the end-to-end latency from a
+//! `remember` commit in this process to `slm loop run` returning in another; and a tag-only
+//! `slm loop run` as a whole process on a 1,000-memory store (no model to load).
 //!
 //! Stores hold synthetic vectors written straight through the store (embedding a million
 //! texts would take an hour); the gate query is embedded by the real model.
@@ -14,9 +16,10 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 
 use slm::embed::OnnxEmbedder;
 use slm::engine::{DataRoot, Engine};
+use slm::loops::gate_set::GateSet;
 use slm::loops::{Gate, MemoryGate};
 use slm::memory::Kind;
-use slm::record::{GateDef, VerifySpec};
+use slm::record::{GateDef, GateMode, VerifySpec};
 
 mod common;
 
@@ -102,6 +105,12 @@ fn bench_polls(c: &mut Criterion) {
                 BatchSize::PerIteration,
             )
         });
+        g.bench_function("lap1_3_gates", |b| {
+            b.iter_batched(|| three_gates(&engine), |mut gate| gate.observe(1, far()).unwrap(), BatchSize::PerIteration)
+        });
+        let mut idle = three_gates(&engine);
+        idle.observe(1, far()).unwrap();
+        g.bench_function("poll_idle_3_gates", |b| b.iter(|| idle.observe(2, far()).unwrap()));
         for new in NEW_PER_POLL {
             let mut gate = MemoryGate::new(&engine, &guard_gate(), None).unwrap();
             gate.observe(1, far()).unwrap();
@@ -206,5 +215,35 @@ fn bench_demo(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_guard, bench_polls, bench_end_to_end, bench_demo);
+/// A tag-only `slm loop run` as a whole process on a store of [`TAG_STORE`] memories, one
+/// of which carries the tags: lap 1 converges, and no model or runtime is loaded.
+fn bench_tag_only(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    common::fill_store(&dir, TAG_STORE, 5);
+    let engine = open(&dir);
+    let tags = vec!["pr-42".to_string(), "approved".to_string()];
+    engine.insert_rows(Kind::Memory, &[("review done, LGTM", tags)]).unwrap();
+    drop(engine);
+    let bin = env!("CARGO_BIN_EXE_slm");
+    let mut g = c.benchmark_group("tag_only");
+    g.sample_size(10);
+    let mut round = 0u32;
+    g.bench_function("loop_run_whole_process_1k", |b| {
+        b.iter(|| {
+            round += 1;
+            let name = format!("tags-{round}");
+            let out = std::process::Command::new(bin)
+                .arg("--data-dir")
+                .arg(&dir)
+                .args(["loop", "run", "--name", &name, "--gate-tag", "pr-42", "--gate-tag", "approved", "--json"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_guard, bench_polls, bench_end_to_end, bench_demo, bench_tag_only);
 criterion_main!(benches);

