@@ -49,17 +49,30 @@ fn sizes() -> Vec<usize> {
     v
 }
 
-/// The default verifier chain (the guard), as a product run builds it.
 /// The benchmarked gate: the query, the threshold, the guard.
 fn guard_gate() -> GateDef {
+    gate_for(QUERY)
+}
+
+/// The queries of the three-gate benchmarks (the first is [`QUERY`]).
+const QUERIES_3: [&str; 3] = [QUERY, "the release candidate was approved by QA", "the database migration completed on staging"];
+/// Memories in the tag-only whole-process benchmark's store.
+const TAG_STORE: usize = 1_000;
+
+fn gate_for(query: &str) -> GateDef {
     GateDef {
-        query: Some(QUERY.into()),
+        query: Some(query.into()),
         tags: Vec::new(),
         min_score: THRESHOLD as f64,
         verify: vec![VerifySpec::Guard],
         nli_min: 0.5,
         count: 1,
     }
+}
+
+/// Three gates joined by `all`, as a run of `--gate-query` x3 builds them.
+fn three_gates(engine: &Engine) -> GateSet<'_> {
+    GateSet::new(QUERIES_3.iter().map(|q| MemoryGate::new(engine, &gate_for(q), None).unwrap()).collect(), GateMode::All)
 }
 
 fn far() -> Instant {
