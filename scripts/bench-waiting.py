@@ -25,6 +25,8 @@ SLM, DATA = sys.argv[1], sys.argv[2]
 LOOPS = int(sys.argv[3]) if len(sys.argv) > 3 else 1000
 IDLE_S = float(sys.argv[4]) if len(sys.argv) > 4 else 10.0
 QUERY = "the nightly release build 7 passed every test"
+# SLM_BENCH_VERIFY=guard (comma-separated) runs the loops with that chain instead of the default.
+VERIFY = {"gate_verify": os.environ["SLM_BENCH_VERIFY"].split(",")} if os.environ.get("SLM_BENCH_VERIFY") else {}
 
 
 def cpu_ticks(pid):
@@ -68,7 +70,7 @@ async def main():
 
         async def one(i):
             r = await s.call_tool("slm_loop_run", {
-                "name": f"wait-{i}", "gate_query": QUERY, "gate_min_score": 0.8,
+                "name": f"wait-{i}", "gate_query": QUERY, "gate_min_score": 0.8, **VERIFY,
                 "poll_interval_s": 1.0, "max_wallclock_s": 60, "max_iterations": 200,
             })
             done.append((time.monotonic(), r.structured_content["status"], r.structured_content["laps"]))
