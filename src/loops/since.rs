@@ -19,14 +19,17 @@ const LAST_RUNS: usize = 1000;
 /// Resolves `since` for a run of loop `name` starting now.
 pub fn resolve(engine: &Engine, name: &str, since: &Since) -> Result<Watermark> {
     let after = match since {
-        Since::Start => engine.max_row_id()?,
+        Since::Start => engine.store().max_id()?,
         Since::Last => last_match(engine, name)?.unwrap_or(0),
         Since::After(id) => *id,
-        Since::Time(at) => engine.last_id_before(at)?,
-        Since::Within(secs) => {
-            let at = chrono::Utc::now() - chrono::Duration::seconds(i64::try_from(*secs).unwrap_or(i64::MAX / 1000).min(i64::MAX / 1000));
-            engine.last_id_before(&at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))?
-        }
+        Since::Time(at) => engine.store().last_id_before(at)?,
+        // A duration reaching past the calendar's start keeps nothing out.
+        Since::Within(secs) => match chrono::TimeDelta::try_seconds(i64::try_from(*secs).unwrap_or(i64::MAX))
+            .and_then(|d| chrono::Utc::now().checked_sub_signed(d))
+        {
+            Some(at) => engine.store().last_id_before(&at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))?,
+            None => 0,
+        },
     };
     Ok(Watermark { after, label: format!("since {}", since.label()) })
 }

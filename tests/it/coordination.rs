@@ -10,24 +10,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{expect_exit, Root};
+use crate::common::{expect_exit, loop_result, spawn_loop_run, Root};
 
 /// A waiting run's flags: it can only end by converging (or a generous wall-clock).
 const WAIT: &[&str] = &["--poll-interval-s", "30", "--max-wallclock-s", "90", "--max-iterations", "200"];
 
+/// `slm loop run` with [`WAIT`] added.
 fn spawn_run(root: &Root, args: &[&str]) -> Child {
-    let mut a = vec!["loop", "run"];
-    a.extend_from_slice(args);
-    a.extend_from_slice(WAIT);
-    a.push("--json");
-    root.cmd(&a).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn loop run")
-}
-
-fn result(child: Child) -> Value {
-    let out = child.wait_with_output().expect("wait");
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("bad JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
+    spawn_loop_run(root, &[args, WAIT].concat())
 }
 
 /// The newest run of `name` once it has recorded `laps` laps: (run id, its laps).
@@ -104,7 +94,7 @@ fn a_barrier_of_eight_writers_converges_on_the_eighth() {
     assert_eq!(status_of(&root, &run_id), "running", "seven of eight must not end the barrier");
     let out = spawn(8).wait_with_output().unwrap();
     written.insert(serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_i64().unwrap());
-    let r = result(child);
+    let r = loop_result(child);
     assert_eq!(r["status"], "converged", "{r}");
     assert_eq!(r["matches"].as_array().unwrap().len(), 1, "{r}");
     assert_eq!(r["matches"][0]["count"], 8);
@@ -126,10 +116,25 @@ fn since_start_and_since_last_skip_stale_signals() {
     assert!(detail.contains("1 older match ignored (since start)"), "{detail}");
     assert!(!detail.contains(&format!("#{stale}")), "the stale memory is not even a candidate: {detail}");
     let fresh = root.remember("the api deploy has finished, all pods healthy", &[]);
-    let r = result(child);
+    let r = loop_result(child);
     assert_eq!(r["status"], "converged", "{r}");
     assert_eq!(r["match"]["id"], fresh, "{r}");
     assert_eq!(status_of(&root, &run_id), "converged");
+
+    // A duration reaching past the calendar's start keeps nothing out (and is no panic).
+    let all = root.json(&[
+        "loop",
+        "run",
+        "--name",
+        "ages",
+        "--gate-query",
+        "deploy of api finished",
+        "--since",
+        "9000000000000000s",
+        "--max-iterations",
+        "1",
+    ]);
+    assert_eq!(all["status"], "converged", "{all}");
 
     // Without since, the stale memory would end it at once; with since last, a short run
     // ends on its bound, having ignored both the stale and the fresh one.
@@ -156,7 +161,7 @@ fn since_start_and_since_last_skip_stale_signals() {
     let child = spawn_run(&root, &["--name", "deploy", "--gate-query", "deploy of api finished", "--since", "last"]);
     wait_laps(&root, "deploy", 1);
     let next = root.remember("deploy of api finished (today's)", &[]);
-    let r = result(child);
+    let r = loop_result(child);
     assert_eq!(r["status"], "converged", "{r}");
     assert_eq!(r["match"]["id"], next, "{r}");
     // `#ID` keeps out everything up to that memory.
@@ -195,7 +200,7 @@ fn two_gates_all_and_any_in_every_order() {
                 wait_detail(&root, &run_id, "1 of 2 gates passed (all needed)");
                 assert_eq!(status_of(&root, &run_id), "running", "{mode} {order:?}: one of two gates must not end it");
                 let second = root.remember(signals[order[1]].1, &[]);
-                let r = result(child);
+                let r = loop_result(child);
                 assert_eq!(r["status"], "converged", "{r}");
                 let m = r["matches"].as_array().unwrap();
                 assert_eq!(m.len(), 2, "{r}");
@@ -204,7 +209,7 @@ fn two_gates_all_and_any_in_every_order() {
                 assert!(m.iter().all(|g| g["passed"] == true), "{r}");
                 assert!(r["reason"].as_str().unwrap().contains("2 of 2 gates passed"), "{r}");
             } else {
-                let r = result(child);
+                let r = loop_result(child);
                 assert_eq!(r["status"], "converged", "{r}");
                 assert_eq!(r["match"]["id"], first, "{r}");
                 let m = r["matches"].as_array().unwrap();
@@ -239,7 +244,7 @@ fn a_tag_only_gate_converges_without_the_model_loaded() {
     wait_laps(&root, "control", 1);
     let mapped = model_mappings(control.id());
     let _ = root.run(&["loop", "cancel", &wait_laps(&root, "control", 1).0]);
-    let _ = result(control);
+    let _ = loop_result(control);
     assert!(mapped.iter().any(|p| p.contains("onnxruntime")), "the control maps ONNX Runtime: {mapped:?}");
 
     let child = spawn_run(&root, &["--name", "tags", "--gate-tag", "pr-42", "--gate-tag", "approved"]);
@@ -250,7 +255,7 @@ fn a_tag_only_gate_converges_without_the_model_loaded() {
     assert!(maps.contains("slm"), "the waiting process's maps were read");
     let mapped = model_mappings(child.id());
     let id = root.remember("LGTM, shipping it", &["approved", "pr-42"]);
-    let r = result(child);
+    let r = loop_result(child);
     assert_eq!(r["status"], "converged", "{r}");
     assert_eq!(r["match"]["id"], id, "{r}");
     assert!(r["termination"]["best_score"].is_null(), "a tag-only gate does not score: {r}");
