@@ -745,36 +745,26 @@ impl Engine {
     /// `after` carrying every one of `tags`, oldest first, unscored (each counts as 1.0), and
     /// the watermark for the next pass. Reads the store alone: no vectors, no model.
     pub fn tag_sweep(&self, tags: &[String], after: i64) -> Result<Sweep> {
-        let (upto, ids) = {
-            let store = self.store();
-            let upto = store.max_id()?.max(after);
-            let ids = if upto > after { store.ids_with_all_tags_in(tags, after, upto)? } else { Vec::new() };
-            (upto, ids)
-        };
-        let rows = if ids.is_empty() { Vec::new() } else { self.store().get_many(&ids)? };
-        let above: Vec<Scored> = rows.iter().filter(|m| m.kind == Kind::Memory).map(|m| Scored { id: m.id, score: 1.0 }).collect();
+        let upto = self.store().max_id()?.max(after);
+        let above = self.tagged_memories(tags, after, upto)?;
         Ok(Sweep { best: above.first().copied(), eligible: above.len() as u64, above, upto })
     }
 
-    /// How many rows with an id up to `upto` carry every one of `tags` (what a tag-only gate's
-    /// `since` keeps out).
+    /// How many memories with an id up to `upto` carry every one of `tags` (what a tag-only
+    /// gate's `since` keeps out).
     pub fn tag_sweep_upto(&self, tags: &[String], upto: i64) -> Result<usize> {
-        let ids = self.store().ids_with_all_tags_in(tags, 0, upto)?;
-        if ids.is_empty() {
-            return Ok(0);
+        Ok(self.tagged_memories(tags, 0, upto)?.len())
+    }
+
+    /// Memories (not ledger laps) in `after < id <= upto` carrying every one of `tags`,
+    /// oldest first, each scored 1.0.
+    fn tagged_memories(&self, tags: &[String], after: i64, upto: i64) -> Result<Vec<Scored>> {
+        if upto <= after {
+            return Ok(Vec::new());
         }
-        Ok(self.store().get_many(&ids)?.iter().filter(|m| m.kind == Kind::Memory).count())
-    }
-
-    /// The largest row id committed (0 for an empty store).
-    pub fn max_row_id(&self) -> Result<i64> {
-        self.store().max_id()
-    }
-
-    /// The id of the newest row written before `at` (RFC 3339 UTC, as stored), 0 when none:
-    /// a `since` time as a watermark. The scan runs newest first, so a recent time is cheap.
-    pub fn last_id_before(&self, at: &str) -> Result<i64> {
-        self.store().last_id_before(at)
+        let ids = self.store().ids_with_all_tags_in(tags, after, upto)?;
+        let rows = if ids.is_empty() { Vec::new() } else { self.store().get_many(&ids)? };
+        Ok(rows.iter().filter(|m| m.kind == Kind::Memory).map(|m| Scored { id: m.id, score: 1.0 }).collect())
     }
 
     /// Which of `ids` exist (primary-key probes).

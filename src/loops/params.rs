@@ -324,11 +324,10 @@ struct Shared<'a> {
 /// Checks one gate: `index` is its place in `gates` (`None`: the shorthand), used to name
 /// the field as the caller wrote it (`gates[2].count`, or `gate_count`).
 fn check_gate(g: &GateParams, shared: &Shared<'_>, index: Option<usize>) -> Result<GateDef> {
-    let (f_query, f_tags, f_verify, f_count, f_min): (&'static str, _, _, _, _) = match index {
-        None => ("gate_query", "gate_tags", "gate_verify", "gate_count", "gate_min_score"),
-        Some(_) => ("gates", "gates", "gates", "gates", "gates"),
-    };
     // Inside `gates` the field is `gates` and the rule says which gate and key.
+    let field = |single: &'static str| if index.is_some() { "gates" } else { single };
+    let (f_query, f_tags, f_verify, f_count, f_min) =
+        (field("gate_query"), field("gate_tags"), field("gate_verify"), field("gate_count"), field("gate_min_score"));
     let at = |key: &str, rule: &str| match index {
         Some(i) => format!("gates[{i}].{key} {rule}"),
         None => rule.to_string(),

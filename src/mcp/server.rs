@@ -354,8 +354,8 @@ impl SlmServer {
         Parameters(p): Parameters<LoopParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<Json<RunResult>, ToolError> {
-        let verifiers = p.gate_verify.iter().flatten().chain(p.gates.iter().flat_map(|g| g.verify.iter().flatten()));
-        if let Some(c) = verifiers.into_iter().find(|v| v.starts_with("cmd:")) {
+        let mut verifiers = p.gate_verify.iter().flatten().chain(p.gates.iter().flat_map(|g| g.verify.iter().flatten()));
+        if let Some(c) = verifiers.find(|v| v.starts_with("cmd:")) {
             let e = Error::invalid("gate_verify", c, "cmd: verifiers run shell commands and are CLI-only; an MCP tool never runs one");
             return Err(ToolError::from(&e));
         }
