@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -102,6 +102,22 @@ impl Root {
 }
 
 /// Stderr as text.
+/// `slm loop run ARGS --json` on `root`, started with its output piped.
+pub fn spawn_loop_run(root: &Root, args: &[&str]) -> Child {
+    let mut a = vec!["loop", "run"];
+    a.extend_from_slice(args);
+    a.push("--json");
+    root.cmd(&a).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn loop run")
+}
+
+/// The result a finished `slm loop run --json` printed (its last line).
+pub fn loop_result(child: Child) -> Value {
+    let out = child.wait_with_output().expect("wait");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("bad JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

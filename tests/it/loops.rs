@@ -1,24 +1,14 @@
 //! Bounded loops end to end: the real binary, the real model, several processes.
-
-use std::process::{Child, Stdio};
-
 use serde_json::Value;
 use slm::embed::{Embedder, OnnxEmbedder};
 use slm::loops::ledger::lap_text;
 
-use crate::common::{expect_exit, wait_running, Root};
+use crate::common::{expect_exit, spawn_loop_run, wait_running, Root};
 
 fn parse(out: &std::process::Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     let last = text.lines().last().unwrap_or_default();
     serde_json::from_str(last).unwrap_or_else(|e| panic!("bad JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
-}
-
-fn spawn_run(root: &Root, args: &[&str]) -> Child {
-    let mut a = vec!["loop", "run"];
-    a.extend_from_slice(args);
-    a.push("--json");
-    root.cmd(&a).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn loop run")
 }
 
 #[test]
@@ -74,7 +64,7 @@ fn demo_converges_on_lap_three_and_records_everything() {
 fn a_memory_from_another_process_satisfies_a_waiting_loop() {
     let root = Root::new();
     root.remember("The pull request number 42 was rejected", &[]);
-    let child = spawn_run(
+    let child = spawn_loop_run(
         &root,
         &[
             "--name",
@@ -320,8 +310,10 @@ fn invalid_loop_input_is_rejected_and_nothing_is_written() {
 #[test]
 fn cancel_from_another_process_and_ctrl_c() {
     let root = Root::new();
-    let child =
-        spawn_run(&root, &["--name", "waiter", "--gate-query", "never happens", "--gate-min-score", "0.99", "--max-wallclock-s", "60"]);
+    let child = spawn_loop_run(
+        &root,
+        &["--name", "waiter", "--gate-query", "never happens", "--gate-min-score", "0.99", "--max-wallclock-s", "60"],
+    );
     let run_id = wait_running(&root, "waiter");
     let c = root.json(&["loop", "cancel", &run_id]);
     assert_eq!(c["requested"], true);
@@ -339,8 +331,10 @@ fn cancel_from_another_process_and_ctrl_c() {
     expect_exit(&root.run(&["loop", "cancel", "nope-1"]), 1, "unknown run");
 
     // Ctrl-C (SIGINT) → cancelled, exit 130.
-    let child =
-        spawn_run(&root, &["--name", "sigint", "--gate-query", "never happens", "--gate-min-score", "0.99", "--max-wallclock-s", "60"]);
+    let child = spawn_loop_run(
+        &root,
+        &["--name", "sigint", "--gate-query", "never happens", "--gate-min-score", "0.99", "--max-wallclock-s", "60"],
+    );
     wait_running(&root, "sigint");
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
@@ -353,7 +347,8 @@ fn cancel_from_another_process_and_ctrl_c() {
 #[test]
 fn a_killed_run_shows_as_interrupted() {
     let root = Root::new();
-    let mut child = spawn_run(&root, &["--name", "doomed", "--gate-query", "never", "--gate-min-score", "0.99", "--max-wallclock-s", "60"]);
+    let mut child =
+        spawn_loop_run(&root, &["--name", "doomed", "--gate-query", "never", "--gate-min-score", "0.99", "--max-wallclock-s", "60"]);
     let run_id = wait_running(&root, "doomed");
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -370,7 +365,7 @@ fn a_killed_run_shows_as_interrupted() {
 #[test]
 fn a_killed_runs_laps_get_their_memories_from_the_next_writer() {
     let root = Root::new();
-    let mut child = spawn_run(
+    let mut child = spawn_loop_run(
         &root,
         &["--name", "cut", "--gate-query", "never", "--gate-min-score", "0.99", "--max-wallclock-s", "60", "--poll-interval-s", "0.25"],
     );

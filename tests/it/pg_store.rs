@@ -5,7 +5,7 @@
 //! come from LISTEN/NOTIFY (the two data roots share no feed folder).
 
 use std::collections::BTreeSet;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,22 +14,8 @@ use slm::embed::DIM;
 use slm::memory::Kind;
 use slm::storage::{Location, NewRow, PgUrl, Store};
 
-use crate::common::{expect_exit, Root};
+use crate::common::{expect_exit, loop_result, spawn_loop_run, Root};
 use crate::pg::Cluster;
-
-fn spawn_run(root: &Root, args: &[&str]) -> Child {
-    let mut a = vec!["loop", "run"];
-    a.extend_from_slice(args);
-    a.push("--json");
-    root.cmd(&a).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn loop run")
-}
-
-fn result(child: Child) -> Value {
-    let out = child.wait_with_output().expect("wait");
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("bad JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
-}
 
 /// Waits until a run of `name` has recorded a lap, as seen from `root`; returns its run id.
 fn wait_first_lap(root: &Root, name: &str) -> String {
@@ -70,11 +56,11 @@ fn two_hosts_share_memories_loops_and_the_ledger() {
 
     let mut args = vec!["--name", "review", "--gate-query", "review complete: PR 42 is approved"];
     args.extend_from_slice(SLOW_POLL);
-    let child = spawn_run(&b, &args);
+    let child = spawn_loop_run(&b, &args);
     let run_id = wait_first_lap(&a, "review"); // B's lap, read on A
     let id = a.remember("review complete: PR 42 is approved", &[]);
     let written = Instant::now();
-    let r = result(child);
+    let r = loop_result(child);
     let after = written.elapsed();
     assert_eq!(r["status"], "converged", "{r}");
     assert_eq!(r["match"]["id"], id);
@@ -287,7 +273,7 @@ fn a_server_restart_while_a_loop_waits() {
     a.remember("an unrelated note about lunch", &[]);
     let mut args = vec!["--name", "outage", "--gate-query", "the database migration 31 finished"];
     args.extend_from_slice(&["--poll-interval-s", "0.5", "--max-wallclock-s", "60", "--max-iterations", "200", "--gate-min-score", "0.8"]);
-    let child = spawn_run(&b, &args);
+    let child = spawn_loop_run(&b, &args);
     let run_id = wait_first_lap(&a, "outage");
     cluster.stop_fast();
     let o = a.run(&["remember", "written during the outage"]);
@@ -300,7 +286,7 @@ fn a_server_restart_while_a_loop_waits() {
     std::thread::sleep(Duration::from_secs(2));
     cluster.restart();
     let id = a.remember("the database migration 31 finished", &[]);
-    let r = result(child);
+    let r = loop_result(child);
     assert_eq!(r["status"], "converged", "{r}");
     assert_eq!(r["run_id"], run_id.as_str());
     assert_eq!(r["match"]["id"], id);
