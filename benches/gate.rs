@@ -146,6 +146,7 @@ fn bench_polls(c: &mut Criterion) {
                                     tags: &none,
                                     embedding: v,
                                     created_at: None,
+                                    expires_at: None,
                                 })
                                 .collect();
                             writer.insert(&rows).unwrap();

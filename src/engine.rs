@@ -119,12 +119,14 @@ pub struct RecallQuery {
     pub min_score: Option<f64>,
     /// Include ledger laps even without a `loop:*` tag filter.
     pub include_laps: bool,
+    /// Include memories that have expired (see [`crate::expiry`]); hidden by default.
+    pub include_expired: bool,
 }
 
 impl RecallQuery {
     /// A query with the defaults of SPEC §1 (limit 10, no tags, no threshold).
     pub fn new(query: impl Into<String>) -> Self {
-        RecallQuery { query: query.into(), limit: 10, tags: Vec::new(), min_score: None, include_laps: false }
+        RecallQuery { query: query.into(), limit: 10, tags: Vec::new(), min_score: None, include_laps: false, include_expired: false }
     }
 }
 
@@ -403,7 +405,17 @@ impl Engine {
 
     /// Stores `content` with `tags`; the same content and tags again returns the same id.
     pub fn remember(&self, content: &str, tags: &[String]) -> Result<Remembered> {
-        let mut out = self.remember_batch(&[(content, tags)])?;
+        self.remember_expiring(content, tags, None)
+    }
+
+    /// [`Engine::remember`] with an expiry (canonical UTC text from [`crate::expiry`]): from
+    /// then on no gate counts the memory and recall and list hide it. Remembering the same
+    /// content and tags again sets the stored memory's expiry to this one (`None`: never),
+    /// so a lock is renewed by writing it again.
+    pub fn remember_expiring(&self, content: &str, tags: &[String], expires_at: Option<&str>) -> Result<Remembered> {
+        memory::validate_content("content", content)?;
+        let prepared = [(content, memory::normalize_tags(tags)?)];
+        let mut out = self.write_rows(Kind::Memory, &prepared, true, &[], &[], &[expires_at])?;
         out.pop().ok_or_else(|| Error::Corrupt("insert returned no row".into()))
     }
 
@@ -421,27 +433,28 @@ impl Engine {
     /// Stores rows of `kind` whose content and tags are already validated and normalised.
     /// Used by `remember` and by the loop ledger.
     pub fn insert_rows(&self, kind: Kind, rows: &[(&str, Vec<String>)]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, true, &[], &[])
+        self.write_rows(kind, rows, true, &[], &[], &[])
     }
 
     /// Like [`Engine::insert_rows`], with vectors the caller already has: `given[i]`, when
     /// present, is row `i`'s unit vector (384-d) and the model is not run for it (import).
     pub fn insert_rows_given(&self, kind: Kind, rows: &[(&str, Vec<String>)], given: &[Option<&[f32]>]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, true, given, &[])
+        self.write_rows(kind, rows, true, given, &[], &[])
     }
 
     /// Stores imported rows: like [`Engine::insert_rows_given`], keeping each row's
-    /// `created_at` where given; with `embed` false, rows without a vector are stored pending
-    /// (ledger laps exported before they were embedded).
+    /// `created_at` and `expires_at` where given; with `embed` false, rows without a vector
+    /// are stored pending (ledger laps exported before they were embedded).
     pub fn insert_imported(
         &self,
         kind: Kind,
         rows: &[(&str, Vec<String>)],
         given: &[Option<&[f32]>],
         created: &[Option<&str>],
+        expires: &[Option<&str>],
         embed: bool,
     ) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, embed, given, created)
+        self.write_rows(kind, rows, embed, given, created, expires)
     }
 
     /// Stores an imported run record unless its id is stored; true when stored.
@@ -469,7 +482,7 @@ impl Engine {
     /// adds their vectors, and until then recall embeds them on the fly. Only for ledger laps,
     /// which no gate ever reads, so a missing vector can never change a gate's decision.
     pub fn insert_pending(&self, kind: Kind, rows: &[(&str, Vec<String>)], created: &[Option<&str>]) -> Result<Vec<Remembered>> {
-        self.write_rows(kind, rows, false, &[], created)
+        self.write_rows(kind, rows, false, &[], created, &[])
     }
 
     /// Prepares this engine for a long series of batch writes (an import): see
@@ -562,6 +575,7 @@ impl Engine {
         embed: bool,
         given: &[Option<&[f32]>],
         created: &[Option<&str>],
+        expires: &[Option<&str>],
     ) -> Result<Vec<Remembered>> {
         // Read-only media: fail before the model loads, naming the cause.
         self.store().writable()?;
@@ -595,6 +609,7 @@ impl Engine {
                 content: rows[i].0,
                 tags: &rows[i].1,
                 created_at: created.get(i).copied().flatten(),
+                expires_at: expires.get(i).copied().flatten(),
                 // Rows of an embedder's matrix are contiguous (standard layout).
                 embedding: match given_at(i) {
                     Some(v) => v,
@@ -609,7 +624,16 @@ impl Engine {
                 store.meta_init(STORE_ID_META, &new_store_id())?;
                 self.store_id_set.store(true, Ordering::Release);
             }
-            store.insert(&new_rows)?
+            let inserted = store.insert(&new_rows)?;
+            // Rows found stored before the insert: the latest write sets their expiry too.
+            if kind == Kind::Memory {
+                let renewed: Vec<(i64, Option<&str>)> =
+                    known.iter().enumerate().filter_map(|(i, k)| k.map(|id| (id, expires.get(i).copied().flatten()))).collect();
+                if !renewed.is_empty() {
+                    store.set_expiry(&renewed)?;
+                }
+            }
+            inserted
         };
         if !new_rows.is_empty() {
             self.announce(if kind == Kind::Memory { Topic::Memories } else { Topic::Ledger });
@@ -644,7 +668,17 @@ impl Engine {
         let qv = self.embed_query(&q.query)?;
         let min_score = q.min_score.map_or(-1.0, |s| s as f32);
         let filter = Filter { include_laps, only_ids: only_ids.as_deref(), after_id: 0, min_score };
-        let hits = self.search_refreshed(&qv, q.limit, &filter)?;
+        if q.include_expired {
+            let hits = self.search_refreshed(&qv, q.limit, &filter)?;
+            return Ok(Recalled { query: q.query.clone(), hits });
+        }
+        // Expired memories are few (the store's partial index finds them): search deep enough
+        // that dropping every one of them still leaves `limit` hits, so the result is exact.
+        let now = memory::now_rfc3339();
+        let expired = self.store().expired_ids(&now)?.len();
+        let mut hits = self.search_refreshed(&qv, q.limit + expired, &filter)?;
+        hits.retain(|h| !crate::expiry::expired(h.expires_at.as_deref(), &now));
+        hits.truncate(q.limit);
         Ok(Recalled { query: q.query.clone(), hits })
     }
 
@@ -764,7 +798,9 @@ impl Engine {
         }
         let ids = self.store().ids_with_all_tags_in(tags, after, upto)?;
         let rows = if ids.is_empty() { Vec::new() } else { self.store().get_many(&ids)? };
-        Ok(rows.iter().filter(|m| m.kind == Kind::Memory).map(|m| Scored { id: m.id, score: 1.0 }).collect())
+        // An expired memory is no signal (the gate drops it again when it would converge).
+        let now = memory::now_rfc3339();
+        Ok(rows.iter().filter(|m| m.kind == Kind::Memory && !m.expired_at(&now)).map(|m| Scored { id: m.id, score: 1.0 }).collect())
     }
 
     /// Which of `ids` exist (primary-key probes).
@@ -837,10 +873,37 @@ impl Engine {
     }
 
     /// Memories newest first (`limit` ≤ 1000), optionally filtered by tags, kind and paging.
-    pub fn list(&self, tags: &[String], kind: Option<Kind>, limit: usize, before: Option<i64>) -> Result<Vec<Memory>> {
+    /// Memories that have expired are left out unless `include_expired`.
+    pub fn list(
+        &self,
+        tags: &[String],
+        kind: Option<Kind>,
+        limit: usize,
+        before: Option<i64>,
+        include_expired: bool,
+    ) -> Result<Vec<Memory>> {
         memory::validate_limit("limit", limit, MAX_LIMIT)?;
         let tags = memory::normalize_tags(tags)?;
-        self.store().list(&tags, kind, limit, before)
+        let now = (!include_expired).then(memory::now_rfc3339);
+        self.store().list(&tags, kind, limit, before, now.as_deref())
+    }
+
+    /// Deletes every memory that has expired by now (`slm forget --expired`); returns their ids
+    /// (none is not an error).
+    pub fn forget_expired(&self) -> Result<Vec<i64>> {
+        let gone = {
+            let mut store = self.store();
+            store.writable()?;
+            let ids = store.expired_ids(&memory::now_rfc3339())?;
+            if ids.is_empty() {
+                return Ok(ids);
+            }
+            store.forget(&ids)?
+        };
+        self.index.tombstone(&gone);
+        self.mirror.note_forgotten(&gone);
+        self.announce(Topic::Memories);
+        Ok(gone)
     }
 
     /// Fetches memories by id (missing ids are skipped).
@@ -923,6 +986,7 @@ fn to_hits(candidates: &[Scored], rows: Vec<Memory>) -> Vec<Hit> {
                 score: s.score,
                 created_at: m.created_at,
                 kind: m.kind,
+                expires_at: m.expires_at,
             })
         })
         .collect()

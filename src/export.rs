@@ -1,7 +1,7 @@
 //! `slm export`: the whole store as JSON Lines that `slm import` reads back (SPEC §1).
 //!
 //! Three kinds of line, in this order:
-//! - a memory: `{"content", "tags", "kind", "created_at", "embedding"}`, in id order, the very
+//! - a memory: `{"content", "tags", "kind", "created_at", "expires_at" (when set), "embedding"}`, in id order, the very
 //!   line format `slm import` takes (`kind` and `created_at` optional there); the embedding is
 //!   left out for a ledger lap not embedded yet, which the importing store then embeds later;
 //! - `{"loop_run": {run_id, name, params, status, reason, laps, started_at, ended_at,
@@ -30,6 +30,8 @@ struct MemoryLine<'a> {
     tags: &'a [String],
     kind: &'a str,
     created_at: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     embedding: Option<Vec<f32>>,
 }
@@ -167,6 +169,7 @@ pub fn export_jsonl(engine: &Engine, out: &mut dyn Write) -> Result<ExportSummar
                     tags: &m.tags,
                     kind: m.kind.as_str(),
                     created_at: &m.created_at,
+                    expires_at: m.expires_at.as_deref(),
                     embedding,
                 })
             }

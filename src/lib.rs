@@ -24,6 +24,7 @@ pub mod dashboard;
 pub mod embed;
 pub mod engine;
 mod error;
+pub mod expiry;
 pub mod export;
 pub mod feed;
 pub mod fresh;

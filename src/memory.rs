@@ -62,6 +62,16 @@ pub struct Memory {
     pub tags: Vec<String>,
     pub created_at: String,
     pub kind: Kind,
+    /// When the memory expires (RFC 3339 UTC); absent for a memory that never does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+impl Memory {
+    /// True when the memory has expired at `now` (see [`crate::expiry`]).
+    pub fn expired_at(&self, now: &str) -> bool {
+        crate::expiry::expired(self.expires_at.as_deref(), now)
+    }
 }
 
 /// One recall result, best first in a list of hits.
@@ -74,6 +84,9 @@ pub struct Hit {
     pub score: f32,
     pub created_at: String,
     pub kind: Kind,
+    /// When the memory expires (RFC 3339 UTC); absent for a memory that never does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 /// The result of `remember`.

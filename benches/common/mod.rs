@@ -55,6 +55,7 @@ pub fn fill_store(dir: &std::path::Path, n: usize, seed: u64) {
                 tags: &no_tags,
                 embedding: v,
                 created_at: None,
+                expires_at: None,
             })
             .collect();
         store.insert(&rows).unwrap();

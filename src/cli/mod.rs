@@ -71,6 +71,13 @@ enum Command {
         /// A tag (1-128 characters, no whitespace or commas); repeat for several.
         #[arg(long = "tag", short = 't', value_name = "TAG")]
         tags: Vec<String>,
+        /// Expire the memory after this long (90s, 15m, 2h, 1d, or seconds): from then on no
+        /// loop gate counts it and recall and list hide it. Remembering it again renews it.
+        #[arg(long, value_name = "DURATION", conflicts_with = "expires_at", allow_hyphen_values = true)]
+        ttl: Option<String>,
+        /// Expire the memory at this RFC 3339 time (in the future).
+        #[arg(long, value_name = "TIME")]
+        expires_at: Option<String>,
     },
     /// Semantic search, best first, scored by exact cosine similarity.
     #[command(visible_alias = "search")]
@@ -89,6 +96,9 @@ enum Command {
         /// Include loop ledger laps (they are included anyway when a loop:* tag is given).
         #[arg(long)]
         laps: bool,
+        /// Include memories that have expired (hidden by default).
+        #[arg(long)]
+        include_expired: bool,
     },
     /// List memories, newest first.
     List {
@@ -104,12 +114,18 @@ enum Command {
         /// Only ids below this one (for paging).
         #[arg(long)]
         before: Option<i64>,
+        /// Include memories that have expired (hidden by default).
+        #[arg(long)]
+        include_expired: bool,
     },
-    /// Delete memories by id.
+    /// Delete memories by id, or every memory that has expired (--expired).
     Forget {
         /// Memory ids.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "expired", conflicts_with = "expired")]
         ids: Vec<i64>,
+        /// Delete every memory that has expired by now (none is not an error).
+        #[arg(long)]
+        expired: bool,
     },
     /// Show the data root, counts, model and index state, access and integrity.
     #[command(after_help = "Exit codes: 0 ok; 1 operational failure, or --check found damage (the status is still printed).")]
@@ -376,22 +392,24 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
     let g = &cli.global;
     let out = output::Printer { json: g.json };
     match cli.command {
-        Command::Remember { content, tags } => {
-            let r = open_with(g, Embeds::Text, None)?.remember(&content, &tags)?;
+        Command::Remember { content, tags, ttl, expires_at } => {
+            // Checked before the data root opens: bad input writes nothing.
+            let expires = slm::expiry::from_inputs(ttl.as_deref(), expires_at.as_deref(), "ttl", "expires_at")?;
+            let r = open_with(g, Embeds::Text, None)?.remember_expiring(&content, &tags, expires.as_deref())?;
             out.remembered(&r);
         }
-        Command::Recall { query, limit, tags, min_score, laps } => {
-            let q = RecallQuery { query, limit, tags, min_score, include_laps: laps };
+        Command::Recall { query, limit, tags, min_score, laps, include_expired } => {
+            let q = RecallQuery { query, limit, tags, min_score, include_laps: laps, include_expired };
             let r = open_with(g, Embeds::Text, Some(&q.query))?.recall(&q)?;
             out.recalled(&r);
         }
-        Command::List { tags, limit, kind, before } => {
+        Command::List { tags, limit, kind, before, include_expired } => {
             let kind = slm::memory::parse_kind_filter("kind", &kind)?;
-            let rows = open(g)?.list(&tags, kind, limit, before)?;
+            let rows = open(g)?.list(&tags, kind, limit, before, include_expired)?;
             out.memories(&rows);
         }
-        Command::Forget { ids } => {
-            let gone = open(g)?.forget(&ids)?;
+        Command::Forget { ids, expired } => {
+            let gone = if expired { open(g)?.forget_expired()? } else { open(g)?.forget(&ids)? };
             out.forgotten(&gone);
         }
         Command::Status { check } => {

@@ -76,20 +76,25 @@ impl Printer {
             println!("no memories match");
             return;
         }
+        // An EXPIRES column only when some hit expires: most stores have none.
+        let expiring = r.hits.iter().any(|h| h.expires_at.is_some());
         let rows: Vec<Vec<String>> = r
             .hits
             .iter()
             .map(|h| {
-                vec![
-                    h.id.to_string(),
-                    format!("{:.3}", h.score),
-                    cell(&h.tags.join(","), 24),
-                    short_time(&h.created_at),
-                    cell(&h.content, 80),
-                ]
+                let mut row = vec![h.id.to_string(), format!("{:.3}", h.score), cell(&h.tags.join(","), 24), short_time(&h.created_at)];
+                if expiring {
+                    row.push(h.expires_at.as_deref().map_or_else(|| "-".to_string(), short_time));
+                }
+                row.push(cell(&h.content, 80));
+                row
             })
             .collect();
-        table(&["ID", "SCORE", "TAGS", "CREATED", "CONTENT"], &rows);
+        if expiring {
+            table(&["ID", "SCORE", "TAGS", "CREATED", "EXPIRES", "CONTENT"], &rows);
+        } else {
+            table(&["ID", "SCORE", "TAGS", "CREATED", "CONTENT"], &rows);
+        }
     }
 
     pub fn memories(&self, ms: &[Memory]) {
@@ -101,24 +106,30 @@ impl Printer {
             println!("no memories");
             return;
         }
+        let expiring = ms.iter().any(|m| m.expires_at.is_some());
         let rows: Vec<Vec<String>> = ms
             .iter()
             .map(|m| {
-                vec![
-                    m.id.to_string(),
-                    m.kind.as_str().to_string(),
-                    cell(&m.tags.join(","), 24),
-                    short_time(&m.created_at),
-                    cell(&m.content, 80),
-                ]
+                let mut row = vec![m.id.to_string(), m.kind.as_str().to_string(), cell(&m.tags.join(","), 24), short_time(&m.created_at)];
+                if expiring {
+                    row.push(m.expires_at.as_deref().map_or_else(|| "-".to_string(), short_time));
+                }
+                row.push(cell(&m.content, 80));
+                row
             })
             .collect();
-        table(&["ID", "KIND", "TAGS", "CREATED", "CONTENT"], &rows);
+        if expiring {
+            table(&["ID", "KIND", "TAGS", "CREATED", "EXPIRES", "CONTENT"], &rows);
+        } else {
+            table(&["ID", "KIND", "TAGS", "CREATED", "CONTENT"], &rows);
+        }
     }
 
     pub fn forgotten(&self, ids: &[i64]) {
         if self.json {
             self.print_json(json!({"forgotten": ids}));
+        } else if ids.is_empty() {
+            println!("nothing to forget");
         } else {
             let list: Vec<String> = ids.iter().map(|i| format!("#{i}")).collect();
             println!("forgot {}", list.join(" "));

@@ -181,11 +181,18 @@ struct MemoriesQuery {
     kind: Option<String>,
     limit: Option<String>,
     before: Option<String>,
+    /// `true` shows memories that have expired too (hidden by default).
+    include_expired: Option<String>,
 }
 
 async fn memories(State(st): State<AppState>, ApiQuery(q): ApiQuery<MemoriesQuery>) -> ApiResult {
     let limit = page_limit(q.limit.as_deref(), 50, MAX_PAGE)?;
     let before = before(q.before.as_deref())?;
+    let include_expired = match q.include_expired.as_deref() {
+        None | Some("false") | Some("") => false,
+        Some("true") => true,
+        Some(other) => return Err(ApiError(Error::invalid("include_expired", other, "must be true or false"))),
+    };
     blocking(&st, move |e| {
         let tags: Vec<String> =
             q.tags.as_deref().unwrap_or("").split(',').map(str::trim).filter(|t| !t.is_empty()).map(String::from).collect();
@@ -196,6 +203,7 @@ async fn memories(State(st): State<AppState>, ApiQuery(q): ApiQuery<MemoriesQuer
                 rq.limit = limit;
                 rq.tags = tags;
                 rq.include_laps = kind != Some(Kind::Memory);
+                rq.include_expired = include_expired;
                 let mut r = e.recall(&rq)?;
                 if let Some(k) = kind {
                     r.hits.retain(|h| h.kind == k);
@@ -203,7 +211,7 @@ async fn memories(State(st): State<AppState>, ApiQuery(q): ApiQuery<MemoriesQuer
                 Ok(json!({"query": r.query, "hits": r.hits}))
             }
             None => {
-                let ms = e.list(&tags, kind, limit, before)?;
+                let ms = e.list(&tags, kind, limit, before, include_expired)?;
                 let next = if ms.len() == limit { ms.last().map(|m| m.id) } else { None };
                 Ok(json!({"memories": ms, "next_before": next}))
             }

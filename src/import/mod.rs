@@ -51,6 +51,8 @@ struct Line<'a> {
     kind: Option<String>,
     #[serde(default)]
     created_at: Option<String>,
+    #[serde(default)]
+    expires_at: Option<String>,
 }
 
 /// One memory line.
@@ -62,11 +64,13 @@ struct Item {
     embedding: Option<Vec<f32>>,
     kind: memory::Kind,
     created_at: Option<String>,
+    /// Canonical UTC text once validated; past times import as expired.
+    expires_at: Option<String>,
 }
 
 impl Item {
     fn new(content: String, tags: Vec<String>) -> Item {
-        Item { content, tags, embedding: None, kind: memory::Kind::Memory, created_at: None }
+        Item { content, tags, embedding: None, kind: memory::Kind::Memory, created_at: None, expires_at: None }
     }
 }
 
@@ -186,11 +190,12 @@ impl<'e> Batcher<'e> {
         let items: Vec<(&str, Vec<String>)> = self.batch.iter().map(|i| i.content.as_str()).zip(tags).collect();
         let given: Vec<Option<&[f32]>> = self.batch.iter().map(|i| i.embedding.as_deref()).collect();
         let created: Vec<Option<&str>> = self.batch.iter().map(|i| i.created_at.as_deref()).collect();
+        let expires: Vec<Option<&str>> = self.batch.iter().map(|i| i.expires_at.as_deref()).collect();
         // A ledger lap exported before it was embedded is stored the same way, for the
         // importing store's background embedder; memories are always embedded now.
         let embed = kind == memory::Kind::Memory;
-        let written = self.engine.insert_imported(kind, &items, &given, &created, embed);
-        drop((items, given, created));
+        let written = self.engine.insert_imported(kind, &items, &given, &created, &expires, embed);
+        drop((items, given, created, expires));
         self.batch.clear();
         self.to_embed = 0;
         for r in written? {
@@ -224,6 +229,13 @@ fn validate(mut item: Item) -> std::result::Result<Entry, String> {
         let at = chrono::DateTime::parse_from_rfc3339(t).map_err(|_| format!("invalid created_at: {t:?} must be an RFC 3339 time"))?;
         item.created_at = Some(at.with_timezone(&chrono::Utc).to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
     }
+    if let Some(t) = &item.expires_at {
+        if item.kind == memory::Kind::Lap {
+            return Err("invalid expires_at: a ledger lap never expires".to_string());
+        }
+        item.expires_at =
+            Some(crate::expiry::normalize("expires_at", t).map_err(|_| format!("invalid expires_at: {t:?} must be an RFC 3339 time"))?);
+    }
     Ok(Entry::Memory(item))
 }
 
@@ -234,7 +246,7 @@ fn item(l: Line<'_>, embedding: Option<Vec<f32>>) -> std::result::Result<Entry, 
         Some("lap") => memory::Kind::Lap,
         Some(other) => return Err(format!("invalid kind: {other:?} must be memory or lap")),
     };
-    validate(Item { content: l.content, tags: l.tags, embedding, kind, created_at: l.created_at })
+    validate(Item { content: l.content, tags: l.tags, embedding, kind, created_at: l.created_at, expires_at: l.expires_at })
 }
 
 /// Imports `(content, tags)` items (numbered from 1 in the summary): the same validation,

@@ -92,6 +92,9 @@ pub trait Gate {
     fn waits(&self) -> bool {
         true
     }
+    /// Called once, when the run first waits (lap 1 did not end it): the gate may get its
+    /// verifiers ready in the background.
+    fn prepare_wait(&self) {}
 }
 
 /// Where a run's eligible memories begin (`since`), resolved when the run starts: only rows
@@ -127,6 +130,8 @@ pub struct MemoryGate<'e> {
     rejected: HashSet<i64>,
     /// Memories that passed, best first (at most `count`).
     accepted: Vec<Scored>,
+    /// Candidates and passed memories dropped because they expired (said in the detail).
+    expired: usize,
 }
 
 impl<'e> MemoryGate<'e> {
@@ -160,6 +165,7 @@ impl<'e> MemoryGate<'e> {
             pool: Vec::new(),
             rejected: HashSet::new(),
             accepted: Vec::new(),
+            expired: 0,
         })
     }
 
@@ -216,19 +222,23 @@ impl<'e> MemoryGate<'e> {
         })
     }
 
-    /// Drops passed memories that were forgotten since they passed: a gate that has passed
-    /// stays passed only while its memories exist.
+    /// Drops passed memories that were forgotten or have expired since they passed: a gate
+    /// that has passed stays passed only while its memories exist and hold.
     fn recheck_accepted(&mut self) -> Result<()> {
         if self.accepted.is_empty() {
             return Ok(());
         }
         let ids: Vec<i64> = self.accepted.iter().map(|s| s.id).collect();
-        let present: HashSet<i64> = self.engine.existing(&ids)?.into_iter().collect();
+        let rows = self.engine.get(&ids)?;
+        let now = crate::memory::now_rfc3339();
+        let present: HashSet<i64> = rows.iter().map(|m| m.id).collect();
+        let live: HashSet<i64> = rows.iter().filter(|m| !m.expired_at(&now)).map(|m| m.id).collect();
         let gone: Vec<i64> = ids.into_iter().filter(|id| !present.contains(id)).collect();
         if !gone.is_empty() {
             self.engine.tombstone(&gone);
-            self.accepted.retain(|s| present.contains(&s.id));
         }
+        self.expired += self.accepted.iter().filter(|s| present.contains(&s.id) && !live.contains(&s.id)).count();
+        self.accepted.retain(|s| live.contains(&s.id));
         Ok(())
     }
 
@@ -261,11 +271,20 @@ impl<'e> MemoryGate<'e> {
         while batch.is_empty() && !self.pool.is_empty() {
             let take: Vec<Scored> = self.pool.iter().take(most).copied().collect();
             let ids: Vec<i64> = take.iter().map(|s| s.id).collect();
-            let rows = self.engine.get(&ids)?;
+            let mut rows = self.engine.get(&ids)?;
             let gone: Vec<i64> = ids.iter().filter(|id| !rows.iter().any(|m| m.id == **id)).copied().collect();
             if !gone.is_empty() {
                 self.engine.tombstone(&gone);
                 self.pool.retain(|s| !gone.contains(&s.id));
+            }
+            // An expired memory never passes; it leaves the pool for good (its expiry can only
+            // move by a rewrite, which a later sweep does not see again: the id is behind it).
+            let now = crate::memory::now_rfc3339();
+            let stale: Vec<i64> = rows.iter().filter(|m| m.expired_at(&now)).map(|m| m.id).collect();
+            if !stale.is_empty() {
+                self.expired += stale.len();
+                self.pool.retain(|s| !stale.contains(&s.id));
+                rows.retain(|m| !stale.contains(&m.id));
             }
             batch = take
                 .iter()
@@ -313,6 +332,10 @@ impl<'e> MemoryGate<'e> {
 }
 
 impl Gate for MemoryGate<'_> {
+    fn prepare_wait(&self) {
+        self.chain.prepare();
+    }
+
     fn observe(&mut self, _lap: i64, deadline: Instant) -> Result<Observation> {
         self.recheck_accepted()?;
         self.sweep()?;
@@ -357,6 +380,10 @@ impl Gate for MemoryGate<'_> {
         }
         if let (Some(n), Some(w)) = (self.ignored.filter(|n| *n > 0), &self.since) {
             detail.push_str(&format!("; {n} older match{} ignored ({})", if n == 1 { "" } else { "es" }, w.label));
+        }
+        if self.expired > 0 {
+            let n = self.expired;
+            detail.push_str(&format!("; {n} expired memor{} not counted", if n == 1 { "y" } else { "ies" }));
         }
         if !why.is_empty() {
             detail.push_str(&format!("; rejected: {}", why.join("; ")));

@@ -76,6 +76,10 @@ impl Gate for GateSet<'_> {
         self.gates.iter().map(|g| g.setup_tokens()).sum()
     }
 
+    fn prepare_wait(&self) {
+        self.gates.iter().for_each(|g| g.prepare_wait());
+    }
+
     fn probe(&mut self) -> Result<bool> {
         // Every gate takes in what arrived, whichever answers first.
         let mut fresh = false;

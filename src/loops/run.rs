@@ -188,6 +188,9 @@ pub fn run(
             break (outcome, obs);
         }
         if gate.waits() {
+            if lap == 1 {
+                gate.prepare_wait();
+            }
             let next = (Instant::now() + Duration::from_secs_f64(limits.poll_interval_s)).min(deadline);
             let cancelled = match &feed {
                 Some(f) => or_fail!(ledger, lap, wait_for_change(engine, ledger.run_id(), cancel, gate, f, &mut generation, next)),
@@ -257,6 +260,7 @@ fn matches(engine: &Engine, spec: &CheckedLoop, status: RunStatus, obs: &Observa
                     // A tag-only gate does not score; its matches show 1.0 (every tag held).
                     score: if tag_only { 1.0 } else { s.score },
                     created_at: m.created_at.clone(),
+                    expires_at: m.expires_at.clone(),
                     kind: m.kind,
                 },
                 verified_by: g.verified_by.clone(),

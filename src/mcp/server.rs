@@ -76,6 +76,24 @@ pub struct RememberArgs {
     /// Tags: each 1-128 characters, no whitespace or commas.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Expire the memory this many seconds from now (> 0): from then on no loop gate counts
+    /// it and recall and list hide it. Remembering it again renews (or clears) the expiry.
+    #[serde(default)]
+    pub ttl_s: Option<f64>,
+    /// Expire the memory at this RFC 3339 time (in the future). Not with `ttl_s`.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetArgs {
+    /// Memory ids (at least one, unless `expired`).
+    #[serde(default)]
+    pub ids: Vec<i64>,
+    /// Delete every memory that has expired by now instead (none is not an error).
+    #[serde(default)]
+    pub expired: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -95,6 +113,9 @@ pub struct RecallArgs {
     /// Include loop ledger laps (included anyway when a `loop:*` tag is given).
     #[serde(default)]
     pub include_laps: bool,
+    /// Include memories that have expired (hidden by default).
+    #[serde(default)]
+    pub include_expired: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -112,6 +133,9 @@ pub struct ListArgs {
     /// Only ids below this one (paging: pass the last id of the previous page).
     #[serde(default)]
     pub before: Option<i64>,
+    /// Include memories that have expired (hidden by default).
+    #[serde(default)]
+    pub include_expired: bool,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -294,7 +318,16 @@ impl SlmServer {
         open_world_hint = false
     ))]
     async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> Result<Json<Remembered>, ToolError> {
-        self.blocking(move |e| e.remember(&a.content, &a.tags)).await
+        self.blocking(move |e| {
+            let expires = match (a.ttl_s, a.expires_at.as_deref()) {
+                (Some(_), Some(at)) => return Err(Error::invalid("expires_at", at, "give ttl_s or expires_at, not both")),
+                (Some(t), None) => Some(crate::expiry::after_seconds("ttl_s", t)?),
+                (None, Some(at)) => Some(crate::expiry::parse_expires_at("expires_at", at)?),
+                (None, None) => None,
+            };
+            e.remember_expiring(&a.content, &a.tags, expires.as_deref())
+        })
+        .await
     }
 
     /// Semantic search over memories, best first, scored by exact cosine similarity in [-1, 1].
@@ -307,6 +340,7 @@ impl SlmServer {
                 tags: a.tags,
                 min_score: a.min_score,
                 include_laps: a.include_laps,
+                include_expired: a.include_expired,
             };
             e.recall(&q)
         })
@@ -318,12 +352,13 @@ impl SlmServer {
     async fn list_memories(&self, Parameters(a): Parameters<ListArgs>) -> Result<Json<MemoriesOut>, ToolError> {
         self.blocking(move |e| {
             let kind = crate::memory::parse_kind_filter("kind", a.kind.as_deref().unwrap_or("memory"))?;
-            Ok(MemoriesOut { memories: e.list(&a.tags, kind, limit("limit", a.limit)?, a.before)? })
+            Ok(MemoriesOut { memories: e.list(&a.tags, kind, limit("limit", a.limit)?, a.before, a.include_expired)? })
         })
         .await
     }
 
-    /// Delete memories by id. An unknown id is a not-found error and nothing is deleted.
+    /// Delete memories by id (an unknown id is a not-found error and nothing is deleted), or,
+    /// with `expired`, every memory that has expired.
     #[tool(annotations(
         title = "Forget",
         read_only_hint = false,
@@ -331,8 +366,14 @@ impl SlmServer {
         idempotent_hint = false,
         open_world_hint = false
     ))]
-    async fn forget(&self, Parameters(a): Parameters<IdsArgs>) -> Result<Json<ForgottenOut>, ToolError> {
-        self.blocking(move |e| Ok(ForgottenOut { forgotten: e.forget(&a.ids)? })).await
+    async fn forget(&self, Parameters(a): Parameters<ForgetArgs>) -> Result<Json<ForgottenOut>, ToolError> {
+        self.blocking(move |e| {
+            if a.expired && !a.ids.is_empty() {
+                return Err(Error::invalid("expired", "true", "give ids or expired, not both"));
+            }
+            Ok(ForgottenOut { forgotten: if a.expired { e.forget_expired()? } else { e.forget(&a.ids)? } })
+        })
+        .await
     }
 
     /// Data root, database, counts, model and index state. Never loads the model.
@@ -450,7 +491,8 @@ fn bad_arguments(tool: &str, args: Option<&serde_json::Map<String, serde_json::V
         "remember" => check_args::<RememberArgs>(&v),
         "recall" => check_args::<RecallArgs>(&v),
         "list_memories" => check_args::<ListArgs>(&v),
-        "forget" | "get_memories" => check_args::<IdsArgs>(&v),
+        "forget" => check_args::<ForgetArgs>(&v),
+        "get_memories" => check_args::<IdsArgs>(&v),
         "slm_loop_run" => check_args::<LoopParams>(&v),
         "slm_loop_history" => check_args::<HistoryArgs>(&v),
         "slm_loop_show" => check_args::<ShowArgs>(&v),

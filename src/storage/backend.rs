@@ -141,8 +141,24 @@ impl Store {
     pub fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>> {
         both!(self, s => s.get_many(ids))
     }
-    pub fn list(&self, tags: &[String], kind: Option<Kind>, limit: usize, before: Option<i64>) -> Result<Vec<Memory>> {
-        both!(self, s => s.list(tags, kind, limit, before))
+    /// Memories newest first; with `live_at`, only those not expired at that time.
+    pub fn list(
+        &self,
+        tags: &[String],
+        kind: Option<Kind>,
+        limit: usize,
+        before: Option<i64>,
+        live_at: Option<&str>,
+    ) -> Result<Vec<Memory>> {
+        both!(self, s => s.list(tags, kind, limit, before, live_at))
+    }
+    /// Memories that have expired at `now`.
+    pub fn expired_ids(&self, now: &str) -> Result<Vec<i64>> {
+        both!(self, s => s.expired_ids(now))
+    }
+    /// Sets memories' expiry where it differs (a remember that deduped).
+    pub fn set_expiry(&mut self, rows: &[(i64, Option<&str>)]) -> Result<()> {
+        both!(self, s => s.set_expiry(rows))
     }
     pub fn close(&mut self) {
         both!(self, s => s.close())

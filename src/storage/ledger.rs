@@ -292,6 +292,7 @@ impl SqliteStore {
                 tags: tags.as_ref().map_or(&[][..], |(_, t)| &t[..]),
                 embedding: &[],
                 created_at: Some(ts),
+                expires_at: None,
             };
             let (id, _) = super::insert_row(&tx, &row, ts).map_err(db_err)?;
             tx.prepare_cached("UPDATE loop_laps SET memory_id = ?2 WHERE seq = ?1")

@@ -146,6 +146,9 @@ pub struct NewRow<'a> {
     pub embedding: &'a [f32],
     /// When the row was first stored (an import keeps it); `None` is now.
     pub created_at: Option<&'a str>,
+    /// When the memory expires (canonical UTC text, see [`crate::expiry`]); `None`: never.
+    /// A row that dedups onto a stored memory sets that memory's expiry to this one.
+    pub expires_at: Option<&'a str>,
 }
 
 /// Retries `f` while SQLite reports the database busy or locked (up to ~10 s).
@@ -513,7 +516,8 @@ impl SqliteStore {
             .prepare_cached(
                 "SELECT m.id, m.kind, m.content, m.created_at,
                         (SELECT group_concat(tag, char(10)) FROM
-                           (SELECT tag FROM memory_tags WHERE memory_id = m.id ORDER BY tag))
+                           (SELECT tag FROM memory_tags WHERE memory_id = m.id ORDER BY tag)),
+                        m.expires_at
                  FROM memories m WHERE m.id = ?1",
             )
             .map_err(|e| self.err(e))?;
@@ -528,17 +532,29 @@ impl SqliteStore {
 
     /// Lists memories newest first, optionally only those carrying every tag in `tags`,
     /// only of `kind`, and only with ids below `before` (for paging).
-    pub fn list(&self, tags: &[String], kind: Option<Kind>, limit: usize, before: Option<i64>) -> Result<Vec<Memory>> {
+    pub fn list(
+        &self,
+        tags: &[String],
+        kind: Option<Kind>,
+        limit: usize,
+        before: Option<i64>,
+        live_at: Option<&str>,
+    ) -> Result<Vec<Memory>> {
         let mut sql = String::from(
             "SELECT m.id, m.kind, m.content, m.created_at,
                     (SELECT group_concat(tag, char(10)) FROM
-                       (SELECT tag FROM memory_tags WHERE memory_id = m.id ORDER BY tag))
+                       (SELECT tag FROM memory_tags WHERE memory_id = m.id ORDER BY tag)),
+                    m.expires_at
              FROM memories m WHERE m.id < ?1",
         );
         let mut args: Vec<rusqlite::types::Value> = vec![before.unwrap_or(i64::MAX).into()];
         if let Some(k) = kind {
             args.push(k.as_str().to_string().into());
             sql.push_str(&format!(" AND m.kind = ?{}", args.len()));
+        }
+        if let Some(now) = live_at {
+            args.push(now.to_string().into());
+            sql.push_str(&format!(" AND (m.expires_at IS NULL OR m.expires_at > ?{})", args.len()));
         }
         if !tags.is_empty() {
             // One parameter for the whole set, whatever its size (`tags` is deduplicated):
@@ -725,6 +741,49 @@ impl SqliteStore {
             .map_err(|e| self.err(e))
     }
 
+    /// Memories that have expired at `now`, oldest expiry first (the partial index).
+    pub fn expired_ids(&self, now: &str) -> Result<Vec<i64>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ?1 ORDER BY expires_at")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt.query_map([now], |r| r.get(0)).map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<i64>>>().map_err(|e| self.err(e))
+    }
+
+    /// Sets each memory's expiry to the given one where it differs (a remember that deduped
+    /// before its insert); reads first, so an unchanged expiry writes nothing.
+    pub fn set_expiry(&mut self, rows: &[(i64, Option<&str>)]) -> Result<()> {
+        let changed: Vec<(i64, Option<&str>)> = {
+            let mut stmt = self.conn.prepare_cached("SELECT expires_at FROM memories WHERE id = ?1").map_err(|e| self.err(e))?;
+            let mut out = Vec::new();
+            for &(id, at) in rows {
+                let now: Option<Option<String>> = stmt.query_row([id], |r| r.get(0)).optional().map_err(|e| self.err(e))?;
+                if now.is_some_and(|n| n.as_deref() != at) {
+                    out.push((id, at));
+                }
+            }
+            out
+        };
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let r = (|| {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            {
+                let mut up = tx.prepare_cached("UPDATE memories SET expires_at = ?2 WHERE id = ?1")?;
+                for (id, at) in &changed {
+                    up.execute(params![id, at])?;
+                }
+            }
+            tx.commit()
+        })();
+        r.map_err(|e| {
+            let e = db_error(&self.path, e);
+            self.checked(e)
+        })
+    }
+
     pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
         let mut stmt = self.conn.prepare_cached("SELECT 1 FROM memories WHERE id = ?1").map_err(|e| self.err(e))?;
         let mut out = Vec::new();
@@ -744,12 +803,17 @@ fn insert_row(tx: &rusqlite::Transaction<'_>, row: &NewRow<'_>, created_at: &str
     let key = row_key(row.kind, row.content, row.tags, created_at);
     let n = tx
         .prepare_cached(
-            "INSERT INTO memories(kind, content, created_at, dedup_key, embedding)
-             VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(dedup_key) DO NOTHING",
+            "INSERT INTO memories(kind, content, created_at, dedup_key, embedding, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(dedup_key) DO NOTHING",
         )?
-        .execute(params![row.kind.as_str(), row.content, created_at, &key[..], crate::spaces::to_blob(row.embedding)])?;
+        .execute(params![row.kind.as_str(), row.content, created_at, &key[..], crate::spaces::to_blob(row.embedding), row.expires_at])?;
     if n == 0 {
         let id = tx.prepare_cached("SELECT id FROM memories WHERE dedup_key = ?1")?.query_row([&key[..]], |r| r.get(0))?;
+        if row.kind == Kind::Memory {
+            // The latest write says how long the memory holds (a renewed lock, a made-permanent note).
+            tx.prepare_cached("UPDATE memories SET expires_at = ?2 WHERE id = ?1 AND expires_at IS NOT ?2")?
+                .execute(params![id, row.expires_at])?;
+        }
         return Ok((id, true));
     }
     let id = tx.last_insert_rowid();
@@ -765,16 +829,16 @@ pub(crate) fn tags_json(tags: &[String]) -> String {
     serde_json::Value::from(tags.to_vec()).to_string()
 }
 
-type RawRow = (i64, String, String, String, Option<String>);
+type RawRow = (i64, String, String, String, Option<String>, Option<String>);
 
-/// Reads the columns `id, kind, content, created_at, tags (newline-joined)`.
+/// Reads the columns `id, kind, content, created_at, tags (newline-joined), expires_at`.
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
 }
 
-fn to_memory((id, kind, content, created_at, tags): RawRow) -> Result<Memory> {
+fn to_memory((id, kind, content, created_at, tags, expires_at): RawRow) -> Result<Memory> {
     let tags = tags.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default();
-    Ok(Memory { id, content, tags, created_at, kind: Kind::parse(&kind)? })
+    Ok(Memory { id, content, tags, created_at, kind: Kind::parse(&kind)?, expires_at })
 }
 
 #[cfg(test)]
@@ -791,18 +855,18 @@ mod tests {
         tags.sort();
         let v = vec![0.0f32; crate::embed::DIM];
         let rows = [
-            NewRow { kind: Kind::Memory, content: "all of them", tags: &tags, embedding: &v, created_at: None },
-            NewRow { kind: Kind::Memory, content: "most of them", tags: &tags[1..], embedding: &v, created_at: None },
+            NewRow { kind: Kind::Memory, content: "all of them", tags: &tags, embedding: &v, created_at: None, expires_at: None },
+            NewRow { kind: Kind::Memory, content: "most of them", tags: &tags[1..], embedding: &v, created_at: None, expires_at: None },
         ];
         let ids: Vec<i64> = store.insert(&rows).unwrap().into_iter().map(|(id, _)| id).collect();
         assert_eq!(store.ids_with_all_tags(&tags).unwrap(), vec![ids[0]]);
         assert_eq!(store.ids_with_all_tags(&tags[1..]).unwrap(), ids);
         assert_eq!(store.ids_with_all_tags_in(&tags[1..], ids[0], i64::MAX).unwrap(), vec![ids[1]]);
-        let listed: Vec<i64> = store.list(&tags, None, 10, None).unwrap().iter().map(|m| m.id).collect();
+        let listed: Vec<i64> = store.list(&tags, None, 10, None, None).unwrap().iter().map(|m| m.id).collect();
         assert_eq!(listed, vec![ids[0]]);
-        let listed: Vec<i64> = store.list(&tags[1..], None, 10, None).unwrap().iter().map(|m| m.id).collect();
+        let listed: Vec<i64> = store.list(&tags[1..], None, 10, None, None).unwrap().iter().map(|m| m.id).collect();
         assert_eq!(listed, vec![ids[1], ids[0]]);
-        assert!(store.list(&["absent".to_string()], None, 10, None).unwrap().is_empty());
+        assert!(store.list(&["absent".to_string()], None, 10, None, None).unwrap().is_empty());
     }
 
     /// Bulk inserts with the checkpoints on their own thread: every row is stored, the log is
@@ -826,8 +890,10 @@ mod tests {
         let mut wal_max = 0;
         for b in 0..batches {
             let texts: Vec<String> = (0..per).map(|i| format!("row {b}.{i}")).collect();
-            let rows: Vec<NewRow<'_>> =
-                texts.iter().map(|t| NewRow { kind: Kind::Memory, content: t, tags: &tags, embedding: &v, created_at: None }).collect();
+            let rows: Vec<NewRow<'_>> = texts
+                .iter()
+                .map(|t| NewRow { kind: Kind::Memory, content: t, tags: &tags, embedding: &v, created_at: None, expires_at: None })
+                .collect();
             assert!(store.insert(&rows).unwrap().iter().all(|(_, deduped)| !deduped));
             wal_max = wal_max.max(std::fs::metadata(path.with_extension("db-wal")).map_or(0, |m| m.len()));
             store.bulk.as_ref().unwrap().settle();
@@ -910,6 +976,7 @@ mod tests {
             tags: &tags,
             embedding: &[],
             created_at: Some(at[i]),
+            expires_at: None,
         };
         let first = store.insert(&[row(0), row(1)]).unwrap();
         assert!(first.iter().all(|(_, deduped)| !deduped) && first[0].0 != first[1].0, "{first:?}");
@@ -918,8 +985,14 @@ mod tests {
         assert_eq!(find_new(Some(at[0])), Some(first[0].0));
         assert_eq!(find_new(None), None, "a time-keyed lap is found only with its time");
         // Memories keep content dedup whatever their time.
-        let m =
-            |at: &'static str| NewRow { kind: Kind::Memory, content: "the build passed", tags: &[], embedding: &[], created_at: Some(at) };
+        let m = |at: &'static str| NewRow {
+            kind: Kind::Memory,
+            content: "the build passed",
+            tags: &[],
+            embedding: &[],
+            created_at: Some(at),
+            expires_at: None,
+        };
         let a = store.insert(&[m(at[0])]).unwrap()[0];
         assert_eq!(store.insert(&[m(at[1])]).unwrap(), [(a.0, true)]);
     }
@@ -985,13 +1058,20 @@ mod tests {
             .map(|((k, l), text)| LapWrite {
                 run_id: runs[*k],
                 lap: l,
-                memory: NewRow { kind: Kind::Lap, content: text, tags: &tags[*k], embedding: &[], created_at: None },
+                memory: NewRow { kind: Kind::Lap, content: text, tags: &tags[*k], embedding: &[], created_at: None, expires_at: None },
             })
             .collect();
         store.laps_insert(&writes).unwrap();
-        assert!(store.list(&[], Some(Kind::Lap), 10, None).unwrap().is_empty(), "rows alone until the fold");
+        assert!(store.list(&[], Some(Kind::Lap), 10, None, None).unwrap().is_empty(), "rows alone until the fold");
         // Run b's lap 2 already has its memory (written by someone else, same text and time).
-        let b2 = NewRow { kind: Kind::Lap, content: &texts[3], tags: &tags[1], embedding: &[], created_at: Some(&rows[3].1.ts) };
+        let b2 = NewRow {
+            kind: Kind::Lap,
+            content: &texts[3],
+            tags: &tags[1],
+            embedding: &[],
+            created_at: Some(&rows[3].1.ts),
+            expires_at: None,
+        };
         let b2_id = store.insert(&[b2]).unwrap()[0].0;
 
         assert_eq!(store.laps_fold(100).unwrap(), 6);
@@ -1012,6 +1092,6 @@ mod tests {
                 assert_eq!(ids[1], b2_id, "the memory already written is linked, not doubled");
             }
         }
-        assert_eq!(store.list(&[], Some(Kind::Lap), 10, None).unwrap().len(), 6);
+        assert_eq!(store.list(&[], Some(Kind::Lap), 10, None, None).unwrap().len(), 6);
     }
 }

@@ -114,6 +114,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     -- The runs asked to stop and not stopped yet: what waiting loops check, all in one read.
     CREATE INDEX loop_runs_cancelling ON loop_runs(run_id) WHERE cancel_requested = 1 AND status = 'running';
     "#,
+    // v8: memories that expire (crate::expiry): the time as canonical UTC text, NULL for never.
+    // Few memories expire, so the partial index holds only those: "which have expired now" is
+    // a short range scan, and rows that never expire cost nothing.
+    r#"
+    ALTER TABLE memories ADD COLUMN expires_at TEXT;
+    CREATE INDEX memories_expiring ON memories(expires_at) WHERE expires_at IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -23,6 +23,8 @@ pub struct MemoryOut {
     pub created_at: String,
     /// Little-endian f32 bytes; empty for a ledger lap not embedded yet.
     pub embedding: Vec<u8>,
+    /// When the memory expires (canonical UTC text); `None`: never.
+    pub expires_at: Option<String>,
 }
 
 /// One run record as stored (its JSON columns as text).
@@ -72,7 +74,8 @@ impl SqliteStore {
             let mut st = tx
                 .prepare(
                     "SELECT m.kind, m.content, m.created_at, m.embedding,
-                            (SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM memory_tags WHERE memory_id = m.id ORDER BY tag))
+                            (SELECT group_concat(tag, char(10)) FROM (SELECT tag FROM memory_tags WHERE memory_id = m.id ORDER BY tag)),
+                            m.expires_at
                      FROM memories m ORDER BY m.id",
                 )
                 .map_err(err)?;
@@ -85,6 +88,7 @@ impl SqliteStore {
                     created_at: r.get(2).map_err(err)?,
                     embedding: r.get(3).map_err(err)?,
                     tags: split_tags(r.get(4).map_err(err)?),
+                    expires_at: r.get(5).map_err(err)?,
                 }))?;
             }
         }

@@ -363,6 +363,6 @@ fn lap_write(l: &Lap) -> LapWrite<'_> {
     LapWrite {
         run_id: &l.run_id,
         lap: &l.row,
-        memory: NewRow { kind: Kind::Lap, content: &l.text, tags: &l.tags, embedding: &[], created_at: None },
+        memory: NewRow { kind: Kind::Lap, content: &l.text, tags: &l.tags, embedding: &[], created_at: None, expires_at: None },
     }
 }

@@ -47,7 +47,14 @@ fn concurrent_embed_pending_embed_each_row_once() {
         let mut store = root.open_store();
         let rows: Vec<slm::storage::NewRow<'_>> = texts
             .iter()
-            .map(|t| slm::storage::NewRow { kind: slm::memory::Kind::Lap, content: t, tags: &tags, embedding: &[], created_at: None })
+            .map(|t| slm::storage::NewRow {
+                kind: slm::memory::Kind::Lap,
+                content: t,
+                tags: &tags,
+                embedding: &[],
+                created_at: None,
+                expires_at: None,
+            })
             .collect();
         store.insert(&rows).unwrap();
         assert_eq!(store.pending_rows(1000).unwrap().len(), 300);

@@ -1,7 +1,8 @@
 //! Coordination beyond one signal (issue #28), through the real binary across processes:
 //! a barrier of eight writers (`--gate-count 8`), `since start` and `since last`, two gates
 //! joined by `all` and `any` in every order of arrival, a tag-only gate that never maps the
-//! model or ONNX Runtime, and the bad input these add. Runs on SQLite and, in the PostgreSQL
+//! model or ONNX Runtime, memories that expire (before and during a run), and the bad input
+//! these add. Runs on SQLite and, in the PostgreSQL
 //! pass of scripts/test.sh, on a private PostgreSQL server (Root::new).
 
 use std::collections::BTreeSet;
@@ -262,6 +263,107 @@ fn a_tag_only_gate_converges_without_the_model_loaded() {
     assert!(mapped.is_empty(), "a tag-only run mapped {mapped:?}");
 }
 
+/// The ids of the hits or memories of a recall or list result.
+fn listed(v: &Value, key: &str) -> BTreeSet<i64> {
+    ids(&v[key])
+}
+
+/// An expired memory ends no loop and is hidden from recall and list unless asked for;
+/// `forget --expired` removes it and nothing else; remembering it again renews it.
+#[test]
+fn an_expired_signal_ends_no_loop_and_is_hidden() {
+    let root = Root::new();
+    let lock = root.json(&["remember", "the deploy lock is held by agent A", "--ttl", "1s"])["id"].as_i64().unwrap();
+    let other = root.json(&["remember", "the deploy lock is held by agent B", "--ttl", "1h"])["id"].as_i64().unwrap();
+    let plain = root.remember("agent C deployed the docs site", &[]);
+    // Before its expiry the memory is a signal like any other.
+    let fresh = root.json(&["list", "--limit", "10"]);
+    assert!(listed(&fresh, "memories").contains(&lock), "{fresh}");
+    std::thread::sleep(Duration::from_millis(1300));
+
+    let hits = root.json(&["recall", "deploy lock held by agent A", "--limit", "5"]);
+    assert!(!listed(&hits, "hits").contains(&lock), "an expired memory is hidden from recall: {hits}");
+    assert!(listed(&hits, "hits").contains(&other), "{hits}");
+    let all = root.json(&["recall", "deploy lock held by agent A", "--limit", "5", "--include-expired"]);
+    assert_eq!(all["hits"][0]["id"], lock, "asked for, it is found (and best): {all}");
+    assert!(all["hits"][0]["expires_at"].as_str().is_some_and(|t| t.ends_with('Z')), "{all}");
+    let list = root.json(&["list", "--limit", "10"]);
+    assert_eq!(listed(&list, "memories"), BTreeSet::from([other, plain]), "{list}");
+    let list_all = root.json(&["list", "--limit", "10", "--include-expired"]);
+    assert_eq!(listed(&list_all, "memories"), BTreeSet::from([lock, other, plain]), "{list_all}");
+
+    // A loop on exactly its words does not converge on it.
+    let out = root.run(&[
+        "--json",
+        "loop",
+        "run",
+        "--name",
+        "lock-a",
+        "--gate-query",
+        "the deploy lock is held by agent A",
+        "--gate-min-score",
+        "0.95",
+        "--gate-verify",
+        "none",
+        "--max-iterations",
+        "2",
+        "--poll-interval-s",
+        "0.1",
+    ]);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", crate::common::stderr(&out)));
+    assert_eq!(r["status"], "max_iterations", "{r}");
+    let show = root.json(&["loop", "show", r["run_id"].as_str().unwrap()]);
+    let detail = show["laps"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("1 expired memory not counted"), "{detail}");
+
+    // forget --expired removes the expired one only.
+    let gone = root.json(&["forget", "--expired"]);
+    assert_eq!(gone["forgotten"], serde_json::json!([lock]), "{gone}");
+    assert_eq!(root.json(&["forget", "--expired"])["forgotten"], serde_json::json!([]));
+    let left = root.json(&["list", "--limit", "10", "--include-expired"]);
+    assert_eq!(listed(&left, "memories"), BTreeSet::from([other, plain]), "{left}");
+
+    // Remembering the same memory again sets its expiry to the new write's (here: none).
+    let again = root.json(&["remember", "the deploy lock is held by agent B"]);
+    assert_eq!(again["id"], other, "{again}");
+    assert_eq!(again["deduped"], true, "{again}");
+    let row = root.json(&["list", "--limit", "10"]);
+    let b = row["memories"].as_array().unwrap().iter().find(|m| m["id"] == other).unwrap().clone();
+    assert!(b.get("expires_at").is_none(), "the renewal cleared the expiry: {b}");
+}
+
+/// A memory that passed one gate of two stops counting when it expires during the run: the
+/// run does not converge when the second gate's signal arrives after the expiry.
+#[test]
+fn a_signal_that_expires_during_a_run_stops_counting() {
+    let root = Root::new();
+    let gate = [
+        "--name",
+        "lock-and-tests",
+        "--gate-query",
+        "the staging lock is held by agent B",
+        "--gate-query",
+        "all tests green on main",
+        "--gate-min-score",
+        "0.6",
+        "--gate-verify",
+        "none",
+    ];
+    let child = spawn_run(&root, &gate);
+    let (run_id, _) = wait_laps(&root, "lock-and-tests", 1);
+    let written = Instant::now();
+    root.json(&["remember", "the staging lock is held by agent B", "--ttl", "4s"]);
+    wait_detail(&root, &run_id, "1 of 2 gates passed (all needed)");
+    let left = Duration::from_millis(4300).saturating_sub(written.elapsed());
+    std::thread::sleep(left);
+    root.remember("all tests green on main", &[]);
+    wait_detail(&root, &run_id, "1 expired memory not counted");
+    assert_eq!(status_of(&root, &run_id), "running", "an expired signal must not end the run");
+    let _ = root.run(&["loop", "cancel", &run_id]);
+    let r = loop_result(child);
+    assert_eq!(r["status"], "cancelled", "{r}");
+}
+
 /// Bad input is exit 2 naming the field; nothing is written (the store keeps its one memory,
 /// and no run is recorded).
 #[test]
@@ -286,6 +388,11 @@ fn bad_coordination_input_is_refused_and_writes_nothing() {
         (vec!["loop", "run", "--name", "x"], "gate_query"),
         (vec!["loop", "run", "--name", "x", "--gate-query", "q", "--gate-mode", "some"], "gate_mode"),
         (vec!["loop", "run", "--name", "x", "--gate-tag", "t", "--gate-verify", "model"], "gate_verify"),
+        (vec!["remember", "a lock", "--ttl", "-5m"], "ttl"),
+        (vec!["remember", "a lock", "--ttl", "soon"], "ttl"),
+        (vec!["remember", "a lock", "--ttl", "0s"], "ttl"),
+        (vec!["remember", "a lock", "--expires-at", "2020-01-01T00:00:00Z"], "expires_at"),
+        (vec!["remember", "a lock", "--expires-at", "tomorrow"], "expires_at"),
     ];
     for (args, field) in cases {
         let err = expect_exit(&root.run(&args), 2, &format!("{args:?}"));

@@ -128,7 +128,15 @@ fn interleaved_commits_never_hide_a_row_from_a_watermark_reader() {
                 let v = vec![0.5f32; DIM];
                 for i in 0..ROUNDS / 2 {
                     let content = format!("writer {w} row {i}");
-                    s.insert(&[NewRow { kind: Kind::Memory, content: &content, tags: &[], embedding: &v, created_at: None }]).unwrap();
+                    s.insert(&[NewRow {
+                        kind: Kind::Memory,
+                        content: &content,
+                        tags: &[],
+                        embedding: &v,
+                        created_at: None,
+                        expires_at: None,
+                    }])
+                    .unwrap();
                 }
                 done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             })

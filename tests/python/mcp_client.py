@@ -345,6 +345,27 @@ async def scenario_coordination():
         assert r["status"] == "converged" and r["match"]["id"] == lgtm["id"], r
         assert r["termination"]["best_score"] is None, r
 
+        # Expiry: an expired memory ends no loop, recall and list hide it unless asked,
+        # forget expired removes it.
+        lock = structured(await s.call_tool("remember", {"content": "the deploy lock is held by agent A", "ttl_s": 1}))
+        await anyio.sleep(1.3)
+        hits = structured(await s.call_tool("recall", {"query": "deploy lock held by agent A"}))
+        assert lock["id"] not in [h["id"] for h in hits["hits"]], hits
+        hits = structured(await s.call_tool("recall", {"query": "deploy lock held by agent A", "include_expired": True}))
+        assert hits["hits"][0]["id"] == lock["id"] and hits["hits"][0]["expires_at"], hits
+        listed = structured(await s.call_tool("list_memories", {"limit": 100}))
+        assert lock["id"] not in [m["id"] for m in listed["memories"]], listed
+        r = structured(await s.call_tool("slm_loop_run", {"name": "lock", "gate_query": "the deploy lock is held by agent A",
+                                                          "gate_min_score": 0.95, "gate_verify": ["none"], "max_iterations": 1}))
+        assert r["status"] == "max_iterations" and "1 expired memory not counted" in r["reason"], r
+        gone = structured(await s.call_tool("forget", {"expired": True}))
+        assert gone["forgotten"] == [lock["id"]], gone
+        for args, field in [({"content": "x", "ttl_s": -5}, "ttl_s"), ({"content": "x", "ttl_s": 0}, "ttl_s"),
+                            ({"content": "x", "expires_at": "2020-01-01T00:00:00Z"}, "expires_at"),
+                            ({"content": "x", "ttl_s": 5, "expires_at": "2999-01-01T00:00:00Z"}, "expires_at")]:
+            res = await s.call_tool("remember", args)
+            assert res.is_error and error(res)["field"] == field, (args, res)
+
         # Bad input: isError naming the field, no run recorded.
         bad = {"name": "refused", "gate_query": "q"}
         cases = [({**bad, "since": "yesterday"}, "since"), ({**bad, "since": "2999-01-01T00:00:00Z"}, "since"),

@@ -88,6 +88,9 @@ pub trait Verifier: Send {
     fn may_change(&self) -> bool {
         false
     }
+    /// Called when a run starts waiting: a verifier with a costly first use (a model to load)
+    /// may get ready in the background.
+    fn prepare(&self) {}
 }
 
 /// What a chain decided about a batch of candidates (best first).
@@ -128,6 +131,11 @@ impl Chain {
     /// The names of the verifiers that run (empty: plain cosine).
     pub fn names(&self) -> Vec<String> {
         self.verifiers.iter().map(|v| v.name()).collect()
+    }
+
+    /// Lets every verifier get ready for the candidates a waiting run will see.
+    pub fn prepare(&self) {
+        self.verifiers.iter().for_each(|v| v.prepare());
     }
 
     /// True when a rejection may be revised on a later lap.

@@ -11,7 +11,9 @@
 //! Two costs are kept off the paths that do not need the model:
 //! - **Loading is lazy and once per process.** Building a chain with `model` reads nothing; the
 //!   model loads the first time a lap has a candidate to verify ([`shared`]), so a poll with
-//!   no new memories, and a lap 1 over a store with no candidate, load nothing. Every run of
+//!   no new memories, and a lap 1 over a store with no candidate, load nothing. A run that
+//!   goes on to wait loads it in the background then ([`warm_in_background`]), so the signal
+//!   it waits for is verified without a load in between. Every run of
 //!   the process then shares the one session (it runs on the embedder's ONNX Runtime
 //!   environment, through [`crate::nli::NliModel`], which already drives sentence-pair
 //!   cross-encoders).
@@ -198,6 +200,27 @@ pub fn shared() -> Result<Arc<VerifierModel>> {
         .map_err(|message| Error::Model { message })
 }
 
+/// Set once a background load has been asked for (see [`warm_in_background`]).
+static WARMING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Loads the model on a thread of its own, once per process, unless it is loaded or loading.
+/// A run calls this when it starts waiting (lap 1 found nothing to pass): the load (~170 ms)
+/// then happens while the run is idle, not after the signal it waits for has committed, so
+/// the first verification costs one inference. A run that converges on lap 1, or a lap with
+/// no candidate, still loads only for a candidate; a failed load is kept, and the first
+/// candidate's verification reports it (the loop never passes unverified).
+pub fn warm_in_background() {
+    if MODEL.get().is_some() || WARMING.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        return;
+    }
+    let spawned = std::thread::Builder::new().name("slm-verifier-load".into()).spawn(|| {
+        let _ = shared();
+    });
+    if let Err(e) = spawned {
+        tracing::debug!("cannot start the verifier's background load: {e}");
+    }
+}
+
 /// True once this process has loaded the model (for status and tests).
 pub fn loaded() -> bool {
     MODEL.get().is_some_and(|m| m.is_ok())
@@ -267,6 +290,10 @@ impl ModelVerifier {
 impl Verifier for ModelVerifier {
     fn name(&self) -> String {
         "model".into()
+    }
+
+    fn prepare(&self) {
+        warm_in_background();
     }
 
     fn check(&mut self, batch: &[&Candidate], _deadline: Instant) -> Result<Vec<Option<Refusal>>> {

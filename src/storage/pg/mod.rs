@@ -418,16 +418,25 @@ impl PgStore {
         Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
     }
 
-    pub fn list(&self, tags: &[String], kind: Option<Kind>, limit: usize, before: Option<i64>) -> Result<Vec<Memory>> {
+    pub fn list(
+        &self,
+        tags: &[String],
+        kind: Option<Kind>,
+        limit: usize,
+        before: Option<i64>,
+        live_at: Option<&str>,
+    ) -> Result<Vec<Memory>> {
         let kind = kind.map(|k| k.as_str().to_string());
         let tags = tags.to_vec();
         let sql = format!(
             "{MEMORY_SELECT} WHERE m.id < $1 AND ($2::text IS NULL OR m.kind = $2)
                AND (cardinality($3::text[]) = 0 OR (SELECT count(*) FROM memory_tags t
                     WHERE t.memory_id = m.id AND t.tag = ANY($3)) = cardinality($3::text[]))
+               AND ($5::text IS NULL OR m.expires_at IS NULL OR m.expires_at > $5)
              ORDER BY m.id DESC LIMIT $4"
         );
-        let rows = self.client()?.query(&sql, &[&before.unwrap_or(i64::MAX), &kind, &tags, &(limit as i64)]).map_err(|e| self.err(e))?;
+        let rows =
+            self.client()?.query(&sql, &[&before.unwrap_or(i64::MAX), &kind, &tags, &(limit as i64), &live_at]).map_err(|e| self.err(e))?;
         rows.iter().map(to_memory).collect()
     }
 
@@ -577,6 +586,33 @@ impl PgStore {
         Ok(row.get(0))
     }
 
+    /// Memories that have expired at `now`, oldest expiry first (the partial index).
+    pub fn expired_ids(&self, now: &str) -> Result<Vec<i64>> {
+        let rows = self
+            .client()?
+            .query_typed(
+                "SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at",
+                &[(&now, Type::TEXT)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Sets each memory's expiry to the given one where it differs: one statement, which
+    /// writes no row whose expiry is already so.
+    pub fn set_expiry(&mut self, rows: &[(i64, Option<&str>)]) -> Result<()> {
+        let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        let ats: Vec<Option<&str>> = rows.iter().map(|r| r.1).collect();
+        self.client()?
+            .query_typed(
+                "UPDATE memories m SET expires_at = v.at FROM unnest($1::bigint[], $2::text[]) AS v(id, at)
+                 WHERE m.id = v.id AND m.expires_at IS DISTINCT FROM v.at",
+                &[(&ids, Type::INT8_ARRAY), (&ats, Type::TEXT_ARRAY)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
     pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
         let rows = self.client()?.query("SELECT id FROM memories WHERE id = ANY($1)", &[&ids]).map_err(|e| self.err(e))?;
         let found: std::collections::HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
@@ -601,9 +637,9 @@ fn off_async(f: impl FnOnce() + Send + 'static) {
     }
 }
 
-/// `id, kind, content, created_at, tags (newline-joined, sorted)` of memories `m`.
+/// `id, kind, content, created_at, tags (newline-joined, sorted), expires_at` of memories `m`.
 const MEMORY_SELECT: &str = "SELECT m.id, m.kind, m.content, m.created_at,
-    (SELECT string_agg(tag, E'\\n' ORDER BY tag) FROM memory_tags WHERE memory_id = m.id)
+    (SELECT string_agg(tag, E'\\n' ORDER BY tag) FROM memory_tags WHERE memory_id = m.id), m.expires_at
     FROM memories m";
 
 fn to_memory(r: &::postgres::Row) -> Result<Memory> {
@@ -614,6 +650,7 @@ fn to_memory(r: &::postgres::Row) -> Result<Memory> {
         kind: Kind::parse(kind)?,
         content: r.get(2),
         created_at: r.get(3),
+        expires_at: r.get(5),
         tags: tags.map(|t| t.split('\n').map(str::to_string).collect()).unwrap_or_default(),
     })
 }
@@ -636,7 +673,7 @@ fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> R
     let key = row_key(row.kind, row.content, row.tags, created_at);
     let blob = crate::spaces::to_blob(row.embedding);
     let inserted = tx.query_typed_opt(
-        "INSERT INTO memories(kind, content, created_at, dedup_key, embedding) VALUES ($1, $2, $3, $4, $5)
+        "INSERT INTO memories(kind, content, created_at, dedup_key, embedding, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (dedup_key) DO NOTHING RETURNING id",
         &[
             (&row.kind.as_str(), Type::TEXT),
@@ -644,10 +681,18 @@ fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> R
             (&created_at, Type::TEXT),
             (&&key[..], Type::BYTEA),
             (&blob, Type::BYTEA),
+            (&row.expires_at, Type::TEXT),
         ],
     )?;
     let Some(r) = inserted else {
-        let id = tx.query_typed_one("SELECT id FROM memories WHERE dedup_key = $1", &[(&&key[..], Type::BYTEA)])?.get(0);
+        let id: i64 = tx.query_typed_one("SELECT id FROM memories WHERE dedup_key = $1", &[(&&key[..], Type::BYTEA)])?.get(0);
+        if row.kind == Kind::Memory {
+            // The latest write says how long the memory holds (SQLite's insert_row does the same).
+            tx.query_typed(
+                "UPDATE memories SET expires_at = $2 WHERE id = $1 AND expires_at IS DISTINCT FROM $2",
+                &[(&id, Type::INT8), (&row.expires_at, Type::TEXT)],
+            )?;
+        }
         return Ok((id, true));
     };
     let id: i64 = r.get(0);

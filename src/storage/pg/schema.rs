@@ -79,6 +79,11 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX loop_runs_cancelling ON loop_runs(run_id) WHERE cancel_requested AND status = 'running';
     "#,
+    // v3: memories that expire (SQLite's v8): canonical UTC text, NULL for never.
+    r#"
+    ALTER TABLE memories ADD COLUMN expires_at TEXT;
+    CREATE INDEX memories_expiring ON memories(expires_at) WHERE expires_at IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this binary writes.

@@ -19,7 +19,7 @@ impl PgStore {
         for r in tx
             .query(
                 "SELECT m.kind, m.content, m.created_at, m.embedding,
-                        (SELECT string_agg(tag, E'\\n' ORDER BY tag) FROM memory_tags WHERE memory_id = m.id)
+                        (SELECT string_agg(tag, E'\\n' ORDER BY tag) FROM memory_tags WHERE memory_id = m.id), m.expires_at
                  FROM memories m ORDER BY m.id",
                 &[],
             )
@@ -32,6 +32,7 @@ impl PgStore {
                 created_at: r.get(2),
                 embedding: r.get(3),
                 tags: split_tags(r.get(4)),
+                expires_at: r.get(5),
             }))?;
         }
         for r in tx
