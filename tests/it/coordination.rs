@@ -273,13 +273,14 @@ fn listed(v: &Value, key: &str) -> BTreeSet<i64> {
 #[test]
 fn an_expired_signal_ends_no_loop_and_is_hidden() {
     let root = Root::new();
-    let lock = root.json(&["remember", "the deploy lock is held by agent A", "--ttl", "1s"])["id"].as_i64().unwrap();
-    let other = root.json(&["remember", "the deploy lock is held by agent B", "--ttl", "1h"])["id"].as_i64().unwrap();
-    let plain = root.remember("agent C deployed the docs site", &[]);
-    // Before its expiry the memory is a signal like any other.
+    let written = Instant::now();
+    let lock = root.json(&["remember", "the deploy lock is held by agent A", "--ttl", "3s"])["id"].as_i64().unwrap();
+    // Before its expiry the memory is a memory like any other.
     let fresh = root.json(&["list", "--limit", "10"]);
     assert!(listed(&fresh, "memories").contains(&lock), "{fresh}");
-    std::thread::sleep(Duration::from_millis(1300));
+    let other = root.json(&["remember", "the deploy lock is held by agent B", "--ttl", "1h"])["id"].as_i64().unwrap();
+    let plain = root.remember("agent C deployed the docs site", &[]);
+    std::thread::sleep(Duration::from_millis(3300).saturating_sub(written.elapsed()));
 
     let hits = root.json(&["recall", "deploy lock held by agent A", "--limit", "5"]);
     assert!(!listed(&hits, "hits").contains(&lock), "an expired memory is hidden from recall: {hits}");
