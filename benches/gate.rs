@@ -17,7 +17,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use slm::embed::OnnxEmbedder;
 use slm::engine::{DataRoot, Engine};
 use slm::loops::gate_set::GateSet;
-use slm::loops::{Gate, MemoryGate};
+use slm::loops::{Gate, LoopHost, MemoryGate};
 use slm::memory::Kind;
 use slm::record::{GateDef, GateMode, VerifySpec};
 
@@ -71,7 +71,7 @@ fn gate_for(query: &str) -> GateDef {
 }
 
 /// Three gates joined by `all`, as a run of `--gate-query` x3 builds them.
-fn three_gates(engine: &Engine) -> GateSet<'_> {
+fn three_gates(engine: &LoopHost) -> GateSet<'_> {
     GateSet::new(QUERIES_3.iter().map(|q| MemoryGate::new(engine, &gate_for(q), None).unwrap()).collect(), GateMode::All)
 }
 
@@ -106,7 +106,7 @@ fn bench_polls(c: &mut Criterion) {
         let t = Instant::now();
         common::fill_store(&dir, n, 11);
         eprintln!("gate: wrote {n} synthetic memories in {:.1} s", t.elapsed().as_secs_f64());
-        let engine = open(&dir);
+        let engine = LoopHost::new(Arc::new(open(&dir)));
         engine.refresh().unwrap(); // a long-lived process already holds the vectors
 
         let mut g = c.benchmark_group(format!("gate_{n}"));

@@ -9,11 +9,9 @@
 //! An `Engine` is `Sync`: a server can share one behind an `Arc`. The store sits behind a
 //! mutex held only for the length of one short database call; embedding happens outside it.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 use serde::Serialize;
@@ -21,12 +19,10 @@ use serde::Serialize;
 use crate::embed::query_cache::QueryCache;
 use crate::embed::Embedder;
 use crate::feed::{Feed, Topic};
-use crate::fresh::Fresh;
 use crate::index::exact::Sweep;
 use crate::index::{Filter, IndexState, Scored, Searcher};
 use crate::memory::{self, Hit, Kind, Memory, Remembered};
 use crate::mirror::{IndexFiles, Mirror, ProgressFn, STORE_ID_META};
-use crate::storage::writer::LedgerWriter;
 use crate::storage::{Location, NewRow, PgUrl, Store, DB_FILE};
 use crate::{Error, Result};
 
@@ -178,28 +174,20 @@ pub struct Engine {
     mirror: Mirror,
     /// The store's id is recorded (done at the first write of this process).
     store_id_set: std::sync::atomic::AtomicBool,
-    /// The change feed, started by the first loop that waits (None: polling only).
+    /// The change feed, started by the first caller that waits on it (None: polling only).
     feed: OnceLock<Option<Arc<Feed>>>,
-    /// Blocking loop runs in progress in this process (background work yields to them).
-    running_loops: AtomicUsize,
-    /// Commits the laps and ends of this process's blocking runs in batches (started on
-    /// first use; dropping it writes what is queued).
-    ledger_writer: OnceLock<LedgerWriter>,
-    /// Gate queries already embedded, with their token counts: many loops waiting on the same
-    /// signal embed it once (a model call costs milliseconds; the text decides the vector).
-    query_vectors: Mutex<HashMap<String, QueryVector>>,
+    /// Foreground work in progress in this process (waiting loops): background embedding
+    /// yields to it (see [`Engine::busy`]).
+    busy: AtomicUsize,
+    /// Called after every commit this engine announces (see [`Engine::on_announce`]).
+    announce_hooks: Mutex<Vec<AnnounceHook>>,
     /// Query vectors kept in the data root for later processes (`None`: a test embedder).
     query_cache: Option<QueryCache>,
     refreshes: Refreshes,
-    /// The gate refresh that waiting loops share (see [`crate::fresh`]).
-    gate_fresh: Fresh<()>,
-    /// The runs asked to stop through the store, read once for every waiting loop.
-    cancelling: Fresh<std::collections::HashSet<String>>,
 }
 
-/// Longest a waiting loop's view of new memories is shared without a feed announcement: a
-/// writer that does not announce is seen within this (on top of the poll interval).
-const GATE_FRESH: Duration = Duration::from_millis(50);
+/// What [`Engine::on_announce`] registers.
+pub type AnnounceHook = Box<dyn Fn(Topic) + Send + Sync>;
 
 /// Sequence numbers of [`Engine::refresh`] loads, so concurrent callers share one.
 #[derive(Default)]
@@ -211,16 +199,10 @@ struct Refreshes {
     done: AtomicU64,
 }
 
-/// An embedded gate query and its token count.
-pub type QueryVector = (Arc<[f32]>, u64);
+/// Counts foreground work as in progress for as long as it lives (see [`Engine::busy`]).
+pub struct Busy<'e>(&'e AtomicUsize);
 
-/// Most gate queries [`Engine::query_vector`] keeps.
-const QUERY_CACHE: usize = 256;
-
-/// Counts a blocking loop run as in progress for as long as it lives.
-pub struct RunningLoop<'e>(&'e AtomicUsize);
-
-impl Drop for RunningLoop<'_> {
+impl Drop for Busy<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
     }
@@ -254,13 +236,10 @@ impl Engine {
             mirror: Mirror::new(&root.dir),
             store_id_set: std::sync::atomic::AtomicBool::new(false),
             feed: OnceLock::new(),
-            running_loops: AtomicUsize::new(0),
-            ledger_writer: OnceLock::new(),
-            query_vectors: Mutex::new(HashMap::new()),
+            busy: AtomicUsize::new(0),
+            announce_hooks: Mutex::new(Vec::new()),
             query_cache,
             refreshes: Refreshes::default(),
-            gate_fresh: Fresh::default(),
-            cancelling: Fresh::default(),
         })
     }
 
@@ -303,78 +282,54 @@ impl Engine {
             .clone()
     }
 
-    /// Marks a blocking loop run as in progress until the returned guard drops.
-    pub fn running_loop(&self) -> RunningLoop<'_> {
-        self.running_loops.fetch_add(1, Ordering::AcqRel);
-        RunningLoop(&self.running_loops)
+    /// The change feed if something has started it (never starts it).
+    pub fn feed_started(&self) -> Option<Arc<Feed>> {
+        self.feed.get().and_then(|f| f.clone())
     }
 
-    /// Blocking loop runs in progress in this process.
-    pub fn running_loops(&self) -> usize {
-        self.running_loops.load(Ordering::Acquire)
+    /// Where the store lives.
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Marks foreground work (a waiting loop) as in progress until the guard drops; the
+    /// servers' background embedding of ledger laps runs only while none is.
+    pub fn busy(&self) -> Busy<'_> {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(&self.busy)
+    }
+
+    /// Foreground work in progress in this process.
+    pub fn busy_count(&self) -> usize {
+        self.busy.load(Ordering::Acquire)
+    }
+
+    /// Calls `hook` after every commit this engine announces, in the committing thread (the
+    /// loop runtime drops its shared views of the store there, see crate::loops::host).
+    pub fn on_announce(&self, hook: AnnounceHook) {
+        self.announce_hooks.lock().push(hook);
     }
 
     /// Tells every process watching this data root that a write of `topic` committed.
     pub fn announce(&self, topic: Topic) {
-        // This process's own loops must not wait for the file watch to see its write.
-        match topic {
-            Topic::Memories => self.gate_fresh.invalidate(),
-            Topic::Control => self.cancelling.invalidate(),
-            Topic::Ledger => {}
+        // This process's own waiters must not wait for the file watch to see its write.
+        for hook in self.announce_hooks.lock().iter() {
+            hook(topic);
         }
         crate::feed::announce(&self.root, topic);
     }
 
-    /// True when `run_id` was asked to stop through the store (`slm loop cancel` from any
-    /// process). One read serves every waiting loop of this process: it is redone after a
-    /// control announcement, and at least every [`crate::loops::run::CANCEL_SLICE`] (the
-    /// fallback for writers that do not announce, and for no feed at all).
-    pub fn cancel_requested(&self, run_id: &str) -> Result<bool> {
-        let generation = self.feed.get().and_then(|f| f.as_ref()).map(|f| f.control_generation());
-        let set = self.cancelling.get(generation, crate::loops::run::CANCEL_SLICE, || self.store().runs_cancelling())?;
-        Ok(set.contains(run_id))
-    }
-
-    /// The ledger writer of this process's blocking runs (started on first use).
-    pub(crate) fn ledger_writer(&self) -> &LedgerWriter {
-        self.ledger_writer.get_or_init(|| {
-            let root = self.root.clone();
-            LedgerWriter::start(self.location.clone(), Box::new(move || crate::feed::announce(&root, Topic::Ledger)))
-        })
-    }
-
-    /// Stores what the ledger writer still holds and stops it (later laps are refused and
-    /// counted as ledger errors).
-    /// For a one-shot process that exits without dropping its engine.
-    pub fn flush_ledger(&self) {
-        if let Some(w) = self.ledger_writer.get() {
-            w.close();
-        }
-    }
-
     /// Ends this engine's use of the store before the process exits without dropping it:
-    /// writes the queued ledger, then closes the connection, so the data root is left
-    /// cleanly closed (no write-ahead log), as read-only media and backups need.
+    /// closes the connection, so the data root is left cleanly closed (no write-ahead log),
+    /// as read-only media and backups need.
     pub fn close(&self) {
-        self.flush_ledger();
         self.store().close();
     }
 
-    /// The vector and token count of a gate query, embedded once per process and text.
-    pub fn query_vector(&self, query: &str) -> Result<QueryVector> {
-        // Held across the model call: a thousand loops starting on one query wait for the
-        // first embedding instead of all running the model (which serialises them anyway).
-        let mut cache = self.query_vectors.lock();
-        if let Some(hit) = cache.get(query) {
-            return Ok(hit.clone());
-        }
-        let tokens = self.embedder.count_tokens(query)? as u64;
-        let v: Arc<[f32]> = self.embed_query(query)?.into();
-        if cache.len() >= QUERY_CACHE {
-            cache.clear();
-        }
-        cache.insert(query.to_string(), (Arc::clone(&v), tokens));
-        Ok((v, tokens))
+    /// The vector of a query (see [`Engine::recall`]): from the data root's query cache when
+    /// an earlier process embedded the same text with the same model, else from the model.
+    pub fn query_embedding(&self, query: &str) -> Result<Vec<f32>> {
+        self.embed_query(query)
     }
 
     /// The vector of a query: from the data root's [`QueryCache`] when an earlier process
@@ -742,25 +697,13 @@ impl Engine {
         Ok(out)
     }
 
-    /// [`Engine::refresh`] as a gate needs it. Waiting loops share one look at the store
-    /// while the feed announces nothing (see crate::fresh); without a feed every call looks.
-    /// A new gate calls this before embedding its query, so that in a fresh process the
-    /// store is read while the model loads. (In `loop run` the gate is built before the run
-    /// subscribes to the feed, so its first sweep reads what arrived meanwhile, typically
-    /// nothing: one cheap query.)
-    pub fn refresh_for_gate(&self) -> Result<()> {
-        match self.feed.get().and_then(|f| f.as_ref()).map(|f| f.gate().generation()) {
-            Some(g) => self.gate_fresh.get(Some(g), GATE_FRESH, || self.refresh()).map(|_| ()),
-            None => self.refresh(),
-        }
-    }
-
-    /// A loop gate's pass: every gate-eligible memory (`kind = memory`, not forgotten,
-    /// carrying every one of `tags`) with an id above `after`, scored exactly against `qv`;
-    /// those at or above `min_score` best first, the best, the count, and the watermark to
-    /// pass as `after` next time (see [`Sweep`]). Exact: no row above the threshold is missed.
-    pub fn gate_sweep(&self, qv: &[f32], tags: &[String], after: i64, min_score: f32) -> Result<Sweep> {
-        self.refresh_for_gate()?;
+    /// A sweep of what this engine holds (call [`Engine::refresh`] first to see other
+    /// processes' commits): every memory (`kind = memory`, not forgotten, carrying every one
+    /// of `tags`) with an id above `after`, scored exactly against `qv`; those at or above
+    /// `min_score` best first, the best, the count, and the watermark to pass as `after`
+    /// next time (see [`Sweep`]). Exact: no row above the threshold is missed. The loop
+    /// gates' pass.
+    pub fn sweep(&self, qv: &[f32], tags: &[String], after: i64, min_score: f32) -> Result<Sweep> {
         let filter = Filter { include_laps: false, only_ids: None, after_id: after, min_score };
         if tags.is_empty() {
             return Ok(self.index.sweep(qv, &filter));

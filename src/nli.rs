@@ -8,7 +8,7 @@
 //!
 //! Relation to the embedder ([`crate::embed`]): both run on the same ONNX Runtime library, and
 //! ONNX Runtime allows one environment per process, so this module takes the embedder's
-//! environment ([`crate::embed::runtime`]) instead of creating its own. Unlike the embedder,
+//! environment (`embed::runtime`) instead of creating its own. Unlike the embedder,
 //! which encodes texts one at a time into vectors through fastembed, a cross-encoder needs
 //! sentence-pair tokenisation (segment ids) and class logits, which fastembed does not offer;
 //! so the session and the tokenizer are driven here directly with `ort` and `tokenizers`.

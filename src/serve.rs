@@ -38,7 +38,7 @@ fn spawn_ledger_embedder(engine: &Arc<Engine>) {
     let _ = std::thread::Builder::new().name("slm-ledger-embed".into()).spawn(move || loop {
         std::thread::sleep(EMBED_EVERY);
         let Some(engine) = weak.upgrade() else { return };
-        if engine.running_loops() == 0 {
+        if engine.busy_count() == 0 {
             if let Err(e) = engine.backfill_pending(64) {
                 tracing::warn!("embedding ledger laps failed: {e}");
             }

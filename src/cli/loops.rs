@@ -453,7 +453,9 @@ fn ctrl_c() -> Arc<Cancel> {
     cancel
 }
 
-pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i32> {
+pub fn dispatch(engine: &Arc<Engine>, cmd: Checked, json_out: bool) -> slm::Result<i32> {
+    // The loop runtime, for the commands that run laps (it writes their ledger).
+    let host = || loops::LoopHost::new(Arc::clone(engine));
     match cmd {
         Checked::Run(spec) => {
             // Said before the wait, once: why a long wall-clock will end early.
@@ -461,20 +463,23 @@ pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i3
                 eprintln!("slm: note: {}", n.message);
             }
             let cancel = ctrl_c();
-            let r = loops::run_memory_loop(engine, &spec, &cancel, &mut |e| print_lap(e, json_out))?;
+            let host = host();
+            let r = loops::run_memory_loop(&host, &spec, &cancel, &mut |e| print_lap(e, json_out))?;
             let code = finish(&r, json_out);
             // Its ledger laps were stored without vectors: embed them off the waiting path. (Not
             // for the demo: it must stay instant, and recall embeds its three laps on the fly.)
             if matches!(spec.gate, slm::record::GateSpec::Memory { .. } | slm::record::GateSpec::Gates { .. }) {
                 // The writer derives the laps' memories as it closes: before the backfill
                 // process looks for rows to embed.
-                engine.flush_ledger();
+                host.flush_ledger();
                 spawn_backfill(engine);
             }
             Ok(code)
         }
         Checked::Start(p) => {
-            let st = command::start(engine, &p)?;
+            let host = host();
+            let st = command::start(&host, &p)?;
+            host.flush_ledger();
             if json_out {
                 println!("{}", json!(st));
             } else {
@@ -492,7 +497,9 @@ pub fn dispatch(engine: &Engine, cmd: Checked, json_out: bool) -> slm::Result<i3
             Ok(0)
         }
         Checked::Step { run_id, step } => {
-            let s = command::step(engine, &run_id, &step)?;
+            let host = host();
+            let s = command::step(&host, &run_id, &step)?;
+            host.flush_ledger();
             spawn_backfill(engine);
             if json_out {
                 println!("{}", json!(s));

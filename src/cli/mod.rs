@@ -315,7 +315,7 @@ static OPENED: parking_lot::Mutex<Vec<&'static Engine>> = parking_lot::Mutex::ne
 /// the ONNX model, which took tens of milliseconds after the command's work was done. The OS
 /// reclaims it at exit; [`flush_engines`] first prints, then writes what its ledger writer
 /// still holds and closes the store, so the data root is left cleanly closed.
-fn open(global: &Global) -> slm::Result<&'static Engine> {
+fn open(global: &Global) -> slm::Result<&'static Arc<Engine>> {
     open_with(global, Embeds::No, None)
 }
 
@@ -339,7 +339,7 @@ static LOADS: parking_lot::Mutex<Vec<std::thread::JoinHandle<()>>> = parking_lot
 
 /// `query`: the one text the command embeds, when known. If an earlier process left its
 /// vector in the data root (`slm::embed::query_cache`), the model is not loaded at all.
-fn open_with(global: &Global, embeds: Embeds, query: Option<&str>) -> slm::Result<&'static Engine> {
+fn open_with(global: &Global, embeds: Embeds, query: Option<&str>) -> slm::Result<&'static Arc<Engine>> {
     let embedder = Arc::new(OnnxEmbedder::locate().quick_start());
     let root = DataRoot::resolve(global.data_dir.clone())?.with_store(global.store.as_deref())?;
     let cached = || {
@@ -349,9 +349,9 @@ fn open_with(global: &Global, embeds: Embeds, query: Option<&str>) -> slm::Resul
     let model = matches!(embeds, Embeds::Text | Embeds::TextAndTokens) && !cached();
     let count = matches!(embeds, Embeds::Tokens | Embeds::TextAndTokens);
     LOADS.lock().extend(embedder.preload(model, count));
-    let engine: &'static Engine = Box::leak(Box::new(Engine::open(&root, embedder)?));
+    let engine: &'static Arc<Engine> = Box::leak(Box::new(Arc::new(Engine::open(&root, embedder)?)));
     attach_progress(engine, global.json, "indexing vectors");
-    OPENED.lock().push(engine);
+    OPENED.lock().push(engine.as_ref());
     Ok(engine)
 }
 

@@ -5,7 +5,7 @@
 //! private ones (hnsw_rs's in-memory graph costs about 5 KB a memory: its own copy of each
 //! vector plus its point structures).
 //!
-//! hnsw_rs only builds: the process that builds or extends a graph ([`super::searcher`]) writes
+//! hnsw_rs only builds: the process that builds or extends a graph (`index::searcher`) writes
 //! hnsw_rs's dump (to resume or extend it later) and this file from it, then drops hnsw_rs's
 //! structures and searches through the file like everyone else. Nodes are positions in the
 //! generation's row files, so a neighbour is read without a lookup. The search is the

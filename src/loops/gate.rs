@@ -3,7 +3,7 @@
 //! [`MemoryGate`] is the product gate, in two stages. Candidates: every gate-eligible memory
 //! whose exact cosine with the gate query reaches the threshold. The gate has no scan of its
 //! own: each lap asks the engine for a sweep of the rows that arrived since the last lap
-//! ([`Engine::gate_sweep`], which applies the one eligibility rule of
+//! ([`crate::engine::Engine::sweep`] through [`super::host::LoopHost::gate_sweep`], which applies the one eligibility rule of
 //! [`crate::index::Filter`]: `kind = memory`, not forgotten, carrying every gate tag), so lap
 //! 1 sweeps everything and a poll costs microseconds. Verification: the candidates, best
 //! first, at most [`CANDIDATES_PER_LAP`] a lap, go through the run's verifier chain
@@ -18,8 +18,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::host::LoopHost;
 use super::verify::{Candidate, Chain, Rejected};
-use crate::engine::Engine;
 use crate::index::exact::sort_best_first;
 use crate::index::Scored;
 use crate::record::GateDef;
@@ -108,7 +108,7 @@ pub struct Watermark {
 /// The memory gate of SPEC §2: one gate, with a query (scored) or tags alone, that passes
 /// once `count` distinct memories have passed it.
 pub struct MemoryGate<'e> {
-    engine: &'e Engine,
+    engine: &'e LoopHost,
     /// The embedded query; `None` for a tag-only gate (no model, no score).
     query: Option<std::sync::Arc<[f32]>>,
     query_tokens: u64,
@@ -138,7 +138,7 @@ impl<'e> MemoryGate<'e> {
     /// Prepares gate `def` (checked, see [`super::params::CheckedLoop`]): embeds its query
     /// once (a tag-only gate loads no model) and builds its verifier chain. Only rows above
     /// `since` are eligible.
-    pub fn new(engine: &'e Engine, def: &GateDef, since: Option<Watermark>) -> Result<Self> {
+    pub fn new(engine: &'e LoopHost, def: &GateDef, since: Option<Watermark>) -> Result<Self> {
         let chain = Chain::build(&def.verify, def.query.as_deref().unwrap_or(""), def.nli_min)?;
         let (query, query_tokens) = match &def.query {
             Some(q) => {
@@ -321,7 +321,7 @@ impl<'e> MemoryGate<'e> {
         Ok((accepted, verdict.rejected, decided.len()))
     }
 
-    /// This gate's progress (for the run's result and for [`GateSet`]).
+    /// This gate's progress (for the run's result and for [`super::gate_set::GateSet`]).
     pub fn progress(&self) -> GateProgress {
         GateProgress { accepted: self.accepted.clone(), count: self.count as u32, verified_by: self.chain.names() }
     }
@@ -451,11 +451,11 @@ impl Gate for StubGate {
 mod tests {
     use super::*;
     use crate::embed::testing::HashEmbedder;
-    use crate::engine::DataRoot;
+    use crate::engine::{DataRoot, Engine};
     use crate::record::VerifySpec;
     use std::sync::Arc;
 
-    fn gate<'e>(e: &'e Engine, q: &str, t: f32, tags: Vec<String>, v: VerifySpec) -> MemoryGate<'e> {
+    fn gate<'e>(e: &'e LoopHost, q: &str, t: f32, tags: Vec<String>, v: VerifySpec) -> MemoryGate<'e> {
         let verify = if v == VerifySpec::None { vec![] } else { vec![v] };
         let def = GateDef { query: Some(q.into()), tags, min_score: t as f64, verify, nli_min: 0.5, count: 1 };
         MemoryGate::new(e, &def, None).unwrap()
@@ -465,8 +465,11 @@ mod tests {
         Instant::now() + std::time::Duration::from_secs(60)
     }
 
-    fn engine(dir: &std::path::Path) -> Engine {
-        Engine::open(&DataRoot { dir: dir.join("data"), explicit: true, store: None }, Arc::new(HashEmbedder)).unwrap()
+    /// The loop runtime over a test engine (a deterministic embedder: index and loop logic).
+    fn engine(dir: &std::path::Path) -> LoopHost {
+        LoopHost::new(Arc::new(
+            Engine::open(&DataRoot { dir: dir.join("data"), explicit: true, store: None }, Arc::new(HashEmbedder)).unwrap(),
+        ))
     }
 
     #[test]

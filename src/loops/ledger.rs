@@ -15,10 +15,10 @@ use std::sync::Arc;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::host::LoopHost;
 use super::params::Limits;
 use super::result::RunResult;
 use super::verify::Rejected;
-use crate::engine::Engine;
 use crate::memory::{now_rfc3339, Kind};
 use crate::record::{RunParams, RunStatus};
 use crate::storage::{writer, LapRow, RunRow};
@@ -184,7 +184,7 @@ pub enum Driver {
 
 /// The ledger of one run.
 pub struct Ledger<'e> {
-    engine: &'e Engine,
+    engine: &'e LoopHost,
     run_id: Arc<str>,
     tags: Arc<[String]>,
     /// Failed ledger writes, shared with the engine's ledger writer (which counts the laps it
@@ -199,7 +199,7 @@ impl<'e> Ledger<'e> {
     /// Records a new run as `running`. Fail-open for a blocking run (it goes on and counts
     /// the error); an agent-driven run exists only through its row, so there the error is
     /// returned.
-    pub fn start(engine: &'e Engine, name: &str, params: RunParams, driver: Driver, state: Option<String>) -> crate::Result<Self> {
+    pub fn start(engine: &'e LoopHost, name: &str, params: RunParams, driver: Driver, state: Option<String>) -> crate::Result<Self> {
         let run_id = new_run_id(name);
         let mut ledger = Ledger::attach(engine, name, &run_id);
         ledger.open = driver == Driver::ThisProcess;
@@ -236,7 +236,7 @@ impl<'e> Ledger<'e> {
     }
 
     /// The ledger of an existing run (an agent step).
-    pub fn attach(engine: &'e Engine, name: &str, run_id: &str) -> Self {
+    pub fn attach(engine: &'e LoopHost, name: &str, run_id: &str) -> Self {
         Ledger { engine, run_id: run_id.into(), tags: lap_tags(name, run_id).into(), errors: Arc::default(), open: false }
     }
 
@@ -275,7 +275,7 @@ impl<'e> Ledger<'e> {
     /// by the engine's ledger writer with the laps of the process's other runs (within
     /// [`crate::storage::writer::BATCH_WINDOW`]). The memory is stored without its vector, so
     /// an idle lap never runs the model: a background embedder adds it
-    /// ([`Engine::backfill_pending`]) and recall embeds it on the fly until then.
+    /// ([`crate::engine::Engine::backfill_pending`]) and recall embeds it on the fly until then.
     pub fn record_lap(&mut self, lap: &LapOutcome, score: Option<f64>, rejected: &[Rejected]) {
         let queued = self.engine.ledger_writer().lap(writer::Lap {
             run_id: Arc::clone(&self.run_id),

@@ -3,8 +3,11 @@
 //! - [`params`]: requests, checked once at the boundary into [`CheckedLoop`],
 //!   [`params::CheckedStart`], [`params::CheckedStep`] (validation, clamps).
 //! - [`gate`]: the [`gate::Gate`] seam, the exact [`gate::MemoryGate`], the demo's stub.
+//! - [`host`]: [`LoopHost`], the loop runtime of a process (ledger writer, shared gate
+//!   views, cancel requests) over the memory engine, which knows nothing of loops.
 //! - [`run`]: the blocking lap loop and its cancellation.
 //! - [`command`]: agent-driven runs (`start`/`step` with shell-command gates).
+//! - [`shell`]: the shell-command runner both command gates and the `cmd:` verifier use.
 //! - [`ledger`]: the lap decision both kinds share and the durable record of runs and laps.
 //! - [`verify`]: the gate's second stage, the verifier chain (guard, nli, cmd, none).
 //! - [`explain`]: `slm gate check`, one gate decision explained.
@@ -19,10 +22,12 @@ pub mod eval;
 pub mod explain;
 pub mod gate;
 pub mod gate_set;
+pub mod host;
 pub mod ledger;
 pub mod params;
 pub mod result;
 pub mod run;
+pub mod shell;
 pub mod since;
 pub mod verify;
 
@@ -33,6 +38,7 @@ use crate::record::{GateSpec, RunStatus};
 use crate::storage::RunRow;
 use crate::{Error, Result};
 pub use gate::{Gate, MemoryGate, Observation, StubGate};
+pub use host::LoopHost;
 pub use params::{CheckedLoop, Clamp, Limits, LoopParams};
 pub use result::{GateMatches, LapEvent, Match, RunResult, Termination};
 pub use run::Cancel;
@@ -41,7 +47,7 @@ pub use run::Cancel;
 pub const DEMO_NAME: &str = "convergence-demo";
 
 /// Runs a checked memory-gated loop (or the demo, whose gate is a stub) to a terminal status.
-pub fn run_memory_loop(engine: &Engine, spec: &CheckedLoop, cancel: &Cancel, on_lap: &mut dyn FnMut(&LapEvent)) -> Result<RunResult> {
+pub fn run_memory_loop(engine: &LoopHost, spec: &CheckedLoop, cancel: &Cancel, on_lap: &mut dyn FnMut(&LapEvent)) -> Result<RunResult> {
     match &spec.gate {
         GateSpec::Memory { gate_query, gate_tags, gate_verify, gate_nli_min } => {
             let def = crate::record::GateDef {
@@ -71,7 +77,7 @@ pub fn run_memory_loop(engine: &Engine, spec: &CheckedLoop, cancel: &Cancel, on_
 }
 
 /// The keyless convergence demo: a stub gate that fails laps 1–2 and passes lap 3.
-pub fn demo(engine: &Engine, spec: &CheckedLoop, cancel: &Cancel, on_lap: &mut dyn FnMut(&LapEvent)) -> Result<RunResult> {
+pub fn demo(engine: &LoopHost, spec: &CheckedLoop, cancel: &Cancel, on_lap: &mut dyn FnMut(&LapEvent)) -> Result<RunResult> {
     run_memory_loop(engine, spec, cancel, on_lap)
 }
 

@@ -29,6 +29,7 @@ use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use super::gate::{Gate, Observation};
+use super::host::LoopHost;
 use super::ledger::{self, Driver, LapInput, Ledger};
 use super::params::CheckedLoop;
 use super::result::{GateMatches, LapEvent, Match, RunResult, Termination};
@@ -38,8 +39,7 @@ use crate::memory::Hit;
 use crate::record::{GateSpec, RunParams, RunStatus};
 use crate::Result;
 
-/// Longest sleep between two cancellation checks.
-pub const CANCEL_SLICE: Duration = Duration::from_millis(40);
+pub use super::host::CANCEL_SLICE;
 
 /// Ways to stop a run from outside: a flag (Ctrl-C, MCP cancel) checked with the ledger row.
 /// Raising it wakes the run at once when it waits on a change feed.
@@ -124,14 +124,14 @@ macro_rules! or_fail {
 /// failures of the gate (the run is then recorded as `error`); invalid input was rejected
 /// when the loop was checked.
 pub fn run(
-    engine: &Engine,
+    engine: &LoopHost,
     spec: &CheckedLoop,
     gate: &mut dyn Gate,
     cancel: &Cancel,
     on_lap: &mut dyn FnMut(&LapEvent),
 ) -> Result<RunResult> {
     let started = Instant::now();
-    let _running = engine.running_loop();
+    let _running = engine.busy();
     let limits = &spec.limits;
     let deadline = started + Duration::from_secs_f64(limits.max_wallclock_s);
     let params = RunParams { limits: limits.clone(), gate: spec.gate.clone() };
@@ -292,7 +292,7 @@ fn unreachable_lap(last: Option<&Observation>, e: &crate::Error) -> Observation 
     obs
 }
 
-fn cancelled(engine: &Engine, run_id: &str, cancel: &Cancel) -> bool {
+fn cancelled(engine: &LoopHost, run_id: &str, cancel: &Cancel) -> bool {
     cancel.requested() || engine.cancel_requested(run_id).unwrap_or(false)
 }
 
@@ -302,7 +302,7 @@ fn cancelled(engine: &Engine, run_id: &str, cancel: &Cancel) -> bool {
 /// cancel flag is read once per wait (the fallback for a writer that does not announce) and
 /// again only after a control announcement, so a burst of memories costs no cancel reads.
 fn wait_for_change(
-    engine: &Engine,
+    engine: &LoopHost,
     run_id: &str,
     cancel: &Cancel,
     gate: &mut dyn Gate,
@@ -346,7 +346,7 @@ fn wait_for_change(
 
 /// Sleeps until `until`, waking every [`CANCEL_SLICE`] to check for cancellation. Returns
 /// true when the run was cancelled.
-fn sleep_until(engine: &Engine, run_id: &str, cancel: &Cancel, until: Instant) -> bool {
+fn sleep_until(engine: &LoopHost, run_id: &str, cancel: &Cancel, until: Instant) -> bool {
     loop {
         if cancelled(engine, run_id, cancel) {
             return true;

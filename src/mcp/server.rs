@@ -228,6 +228,8 @@ fn limit(field: &'static str, n: i64) -> crate::Result<usize> {
 #[derive(Clone)]
 pub struct SlmServer {
     engine: Arc<Engine>,
+    /// The loop runtime every loop of this server shares (its ledger writer, gate views).
+    loops: Arc<loops::LoopHost>,
     tool_router: ToolRouter<SlmServer>,
 }
 
@@ -248,7 +250,8 @@ impl SlmServer {
                 super::schema::portable(Arc::make_mut(out));
             }
         }
-        SlmServer { engine, tool_router }
+        let loops = Arc::new(loops::LoopHost::new(Arc::clone(&engine)));
+        SlmServer { engine, loops, tool_router }
     }
 
     /// Runs `f` on the blocking pool and maps its result to a tool result.
@@ -264,12 +267,12 @@ impl SlmServer {
     /// the client gave a progress token, and cancelling it on `notifications/cancelled`.
     async fn run_loop<F>(&self, ctx: RequestContext<RoleServer>, total: i64, f: F) -> ToolResult<RunResult>
     where
-        F: FnOnce(&Engine, &Cancel, &mut dyn FnMut(&LapEvent)) -> crate::Result<RunResult> + Send + 'static,
+        F: FnOnce(&loops::LoopHost, &Cancel, &mut dyn FnMut(&LapEvent)) -> crate::Result<RunResult> + Send + 'static,
     {
         let token = ctx.meta.get_progress_token();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<LapEvent>();
         let cancel = Arc::new(Cancel::default());
-        let engine = Arc::clone(&self.engine);
+        let engine = Arc::clone(&self.loops);
         let job_cancel = Arc::clone(&cancel);
         // Without a progress token nobody hears about laps: do not wake this task for each.
         let forward = token.is_some();

@@ -245,7 +245,7 @@ impl Store {
         }
     }
     /// Derives the ledger memories of up to `most` laps stored without one, in transactions of
-    /// [`FOLD_CHUNK`] laps: how many, and whether none is left waiting (or the error that
+    /// `FOLD_CHUNK` laps: how many, and whether none is left waiting (or the error that
     /// stopped it, after the chunks already committed). Nothing to do on PostgreSQL, whose
     /// laps are stored with their memory.
     pub fn laps_fold(&mut self, most: usize) -> (usize, Result<bool>) {

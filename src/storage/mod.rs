@@ -598,14 +598,14 @@ impl SqliteStore {
     }
 
     /// Sets this connection up for a long series of large insert batches (an import): a page
-    /// cache of [`BULK_CACHE_KIB`] that holds a batch (it would otherwise spill pages to the
-    /// WAL before the commit) and the indexes, checkpoints every [`BULK_CHECKPOINT_PAGES`]
+    /// cache of `BULK_CACHE_KIB` that holds a batch (it would otherwise spill pages to the
+    /// WAL before the commit) and the indexes, checkpoints every `BULK_CHECKPOINT_PAGES`
     /// instead of every 1,000 pages (the index pages every batch touches are then copied into
     /// the database once per checkpoint, not once per batch), and no per-tag foreign-key probe in [`SqliteStore::insert`] (its tags belong
     /// to the row it has just inserted in the same transaction). Durability is unchanged
     /// (WAL, `synchronous = NORMAL`); other connections keep their own settings.
     ///
-    /// The checkpoints themselves run on a thread of their own ([`checkpoint::Background`]),
+    /// The checkpoints themselves run on a thread of their own (`checkpoint::Background`),
     /// beside the inserts: in a 1M import they were a third of the writer thread's time.
     pub fn bulk_mode(&mut self) -> Result<()> {
         self.bulk_mode_at(BULK_CHECKPOINT_PAGES)

@@ -321,6 +321,17 @@ fn servers_on_one_data_root_share_one_graph_instead_of_each_holding_a_copy() {
 
     let mut first = RawMcp::start_env(&root, &[], &graph_env);
     first.tool(1, "recall", serde_json::json!({"query": "generated note 5 from batch 21"}));
+    // The second starts once the first has begun its build (holds the build lock): started
+    // before, on a loaded machine, the second's own background work may win the lock.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let s = first.tool(9, "status", serde_json::json!({}));
+        if s["index"]["hnsw_building"] == true || s["index"]["mode"] == "hnsw" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the first server never began a graph: {s}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let mut second = RawMcp::start_env(&root, &[], &graph_env);
     let (one, _, one_built) = settled_memory(&mut first, true);
     let (two, two_peak, two_built) = settled_memory(&mut second, true);

@@ -3,14 +3,14 @@
 //! The command gets the candidate as JSON on stdin (`{"id","content","tags","score"}`) and in
 //! `SLM_GATE_MEMORY_ID` / `SLM_GATE_CONTENT` (plus `SLM_GATE_QUERY`), and accepts it by
 //! exiting 0: e.g. check the real PR state with a CLI before believing the memory. It runs
-//! like an agent-driven loop's gate ([`crate::loops::command::run_gate`]): its own process
+//! like an agent-driven loop's gate ([`crate::loops::shell::run_gate`]): its own process
 //! group, killed at the run's deadline. Its answer may change (the world it checks changes),
 //! so a candidate it rejected is asked again on later laps.
 
 use std::time::Instant;
 
 use super::{Candidate, Refusal, Verifier};
-use crate::loops::command::{run_gate, GateInput};
+use crate::loops::shell::{run_gate, GateInput};
 use crate::Result;
 
 /// A verifying command bound to one gate query.

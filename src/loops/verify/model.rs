@@ -18,7 +18,7 @@
 //!   environment, through [`crate::nli::NliModel`], which already drives sentence-pair
 //!   cross-encoders).
 //! - **A verdict is computed once per (query, memory) in a process.** The probability is a
-//!   function of the two texts and the model, so it is cached ([`Verdicts`]): 1,000 loops
+//!   function of the two texts and the model, so it is cached (`Verdicts`): 1,000 loops
 //!   waiting on one query verify a new candidate once.
 //!
 //! The shipped files are checked against the checksums compiled into the binary
@@ -171,7 +171,7 @@ impl VerifierModel {
 /// or looser threshold would do); loops always use the shipped one. The first call wins.
 static MIN_OVERRIDE: OnceLock<f32> = OnceLock::new();
 
-/// Makes `p` the probability this process's model verifier needs (see [`MIN_OVERRIDE`]).
+/// Makes `p` the probability this process's model verifier needs (kept in `MIN_OVERRIDE`).
 pub fn measure_at(p: f32) {
     let _ = MIN_OVERRIDE.set(p);
 }

@@ -19,7 +19,7 @@
 //! - **Announcements on commit.** Writers `NOTIFY slm_memories|slm_control|slm_ledger` inside
 //!   their transaction; PostgreSQL delivers it on commit to every listening host.
 //!
-//! TLS follows the URL's `sslmode` with libpq's meanings, on rustls (see [`tls`]).
+//! TLS follows the URL's `sslmode` with libpq's meanings, on rustls (see `pg::tls`).
 
 mod ledger;
 pub mod listen;
@@ -123,7 +123,7 @@ impl PgUrl {
         &self.raw
     }
 
-    /// Opens a connection, with TLS as `sslmode` says (see [`tls`]).
+    /// Opens a connection, with TLS as `sslmode` says (see `pg::tls`).
     pub(crate) fn connect(&self) -> Result<Client> {
         match &self.connector {
             Connector::Plain => self.config.connect(NoTls),
@@ -535,7 +535,7 @@ impl PgStore {
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
-    /// Takes [`BACKFILL_LOCK`] for this session if no other session holds it. Every `loop run`
+    /// Takes `BACKFILL_LOCK` for this session if no other session holds it. Every `loop run`
     /// and `loop step` on every host starts a backfill of the same shared pending rows; without
     /// this, a burst of runs made a herd of processes embedding the same laps at once (each
     /// with its model's threads), slowing every host. Released by [`PgStore::backfill_unlock`].
@@ -544,7 +544,7 @@ impl PgStore {
         Ok(row.get(0))
     }
 
-    /// Releases [`BACKFILL_LOCK`] (taken by [`PgStore::try_backfill_lock`]). Best effort: a
+    /// Releases `BACKFILL_LOCK` (taken by [`PgStore::try_backfill_lock`]). Best effort: a
     /// session that ends releases it too.
     pub fn backfill_unlock(&self) {
         if let Ok(mut c) = self.client() {
