@@ -102,6 +102,10 @@ pub struct Searcher {
     set: Arc<RwLock<VectorSet>>,
     graph: Arc<RwLock<Option<Arc<Graph>>>>,
     building: Arc<AtomicBool>,
+    /// True only while this process holds the build lock and hnsw_rs's structures (the
+    /// background thread may run without: mapping links another process saved, or finding
+    /// the lock taken).
+    private: Arc<AtomicBool>,
     /// Memories needed before a background graph build starts; `None` = never.
     graph_min: Option<usize>,
     /// Where the graph of the mapped base's generation is saved (none without a base).
@@ -123,6 +127,7 @@ impl Searcher {
             set: Arc::new(RwLock::new(VectorSet::new())),
             graph: Arc::new(RwLock::new(None)),
             building: Arc::new(AtomicBool::new(false)),
+            private: Arc::new(AtomicBool::new(false)),
             graph_min: None,
             graph_home: RwLock::new(None),
             next_try: Arc::new(parking_lot::Mutex::new(None)),
@@ -268,7 +273,7 @@ impl Searcher {
             vectors_mapped_bytes: set.base().map_or(0, |b| b.mapped_bytes()) as u64,
             graph_mapped_bytes: graph.map_or(0, |g| g.links.bytes()) as u64,
             tail_rows: set.len() - set.base_len(),
-            graph_private: self.building.load(Ordering::Acquire),
+            graph_private: self.private.load(Ordering::Acquire),
         }
     }
 
@@ -301,11 +306,12 @@ impl Searcher {
         let home = self.graph_home.read().clone();
         let slot = Arc::clone(&self.graph);
         let building = Arc::clone(&self.building);
+        let private = Arc::clone(&self.private);
         let next_try = Arc::clone(&self.next_try);
         let spawned = std::thread::Builder::new().name("slm-hnsw-build".into()).spawn(move || {
             Priority::Background.apply();
             let have = graph.as_ref().map_or(i64::MIN, |g| g.built_upto);
-            match home.as_ref().map(|h| graph_work(h, &set, have)) {
+            match home.as_ref().map(|h| graph_work(h, &set, have, &private)) {
                 Some(Work::Ready(g)) => *slot.write() = Some(Arc::new(g)),
                 Some(Work::Busy) => *next_try.lock() = Some(Instant::now() + BUSY_RETRY),
                 Some(Work::Failed) => *next_try.lock() = Some(Instant::now() + FAILED_RETRY),
@@ -337,7 +343,7 @@ enum Work {
 /// part-built) is loaded and completed with the set's memories, or a graph is built from
 /// nothing, and saved with its links. hnsw_rs's structures (about 5 KB a memory) live only while that
 /// runs, and only in the one process that holds the lock.
-fn graph_work(home: &GraphHome, set: &RwLock<VectorSet>, have: i64) -> Work {
+fn graph_work(home: &GraphHome, set: &RwLock<VectorSet>, have: i64, private: &AtomicBool) -> Work {
     let newer = |home: &GraphHome| match home.open_links() {
         Ok(Some((links, meta))) if meta.links.as_ref().is_some_and(|l| l.upto > have && l.nodes <= set.read().base_len()) => {
             tracing::info!(vectors = meta.vectors, upto = meta.upto, "HNSW graph mapped from {}", home.dir.display());
@@ -357,6 +363,15 @@ fn graph_work(home: &GraphHome, set: &RwLock<VectorSet>, have: i64) -> Work {
     if let Some(g) = newer(home) {
         return Work::Ready(g);
     }
+    // From here to the return this process holds a private graph (status: graph_private).
+    struct Private<'a>(&'a AtomicBool);
+    impl Drop for Private<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Release);
+        }
+    }
+    private.store(true, Ordering::Release);
+    let _private = Private(private);
     let (rows, upto) = {
         let set = set.read();
         (GraphRows::of(&set, &Filter::memories()), set.last_id())
