@@ -149,15 +149,24 @@ set +e
 cargo test --release --locked --no-fail-fast 2>&1 | tee "$log"
 status="${PIPESTATUS[0]}"
 # The shared behaviour tests again, each data root on a fresh database of a private PostgreSQL
-# server (tests/it/common.rs: Root::new). Tests of SQLite itself (a broken schema, the file's
-# path, its write lock during an import) stay SQLite-only.
+# server (tests/it/common.rs: Root::new). Chosen by a rule, not a list: every test of a module
+# whose header says "//! Stores: both", except tests named *_sqlite_only (tests of SQLite
+# itself: a broken schema, the file's path, its write lock during an import). A renamed test
+# stays in; a new module joins by saying so.
 stage "shared behaviour tests on PostgreSQL (SLM_TEST_STORE=postgres)"
-SLM_TEST_STORE=postgres cargo test --release --locked --no-fail-fast --test it -- \
-  memory_cli:: loops:: feed:: agent_loops:: concurrency:: coordination:: import:: \
-  mcp_inproc:: mcp_stdio:: mcp_python:: mcp_ts:: \
-  --skip hard_edges_loops --skip status_reports_paths --skip ledger_failures_are_counted \
-  --skip a_remember_during_an_import_gets_through 2>&1 | tee -a "$log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+pg_mods="$(grep -l '^//! Stores: both' tests/it/*.rs | xargs -n1 basename | sed 's/\.rs$//' | tr '\n' ' ')"
+pg_tests="$(cargo test --release --locked --test it -- --list 2>/dev/null | sed -n 's/: test$//p' \
+  | awk -v mods="$pg_mods" 'BEGIN { n = split(mods, m, " "); for (i = 1; i <= n; i++) keep[m[i]] = 1 }
+      { split($0, p, "::") } keep[p[1]] && $0 !~ /_sqlite_only$/')"
+if [ -z "$pg_tests" ]; then
+  echo "no test is marked for the PostgreSQL pass (\"//! Stores: both\" in tests/it/*.rs)" >&2
+  status=1
+else
+  echo "   $(echo "$pg_tests" | grep -c .) tests of the modules: $pg_mods"
+  # shellcheck disable=SC2086 # one argument per test name
+  SLM_TEST_STORE=postgres cargo test --release --locked --no-fail-fast --test it -- --exact $pg_tests 2>&1 | tee -a "$log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 set -e
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s+=$1} END {print s+0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s+=$1} END {print s+0}')

@@ -1,4 +1,7 @@
 //! Agent-driven loops (`slm loop start` / `slm loop step`) with real gate commands.
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::process::Output;
 

@@ -1,4 +1,7 @@
 //! Several processes writing one data root at once.
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::thread;
 

@@ -4,6 +4,9 @@
 //! model or ONNX Runtime, memories that expire (before and during a run), and the bad input
 //! these add. Runs on SQLite and, in the PostgreSQL
 //! pass of scripts/test.sh, on a private PostgreSQL server (Root::new).
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::collections::BTreeSet;
 use std::process::{Child, Stdio};

@@ -3,6 +3,9 @@
 //! Every test uses a poll interval far longer than what it measures, so a pass can only come
 //! from the change feed; the fallback test turns the feed off and shows the poll schedule.
 //! Bounds are generous (the machine is shared): what is asserted is the order of magnitude.
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};

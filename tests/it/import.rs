@@ -1,4 +1,7 @@
 //! `slm import`: bulk remember from JSON Lines.
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::io::Write;
 
@@ -129,7 +132,7 @@ fn import_rejects_bad_record_lines_by_name() {
 /// (several 8,192-row transactions and a log that grows to hundreds of megabytes between
 /// checkpoints) is stored, within the busy timeout, and the import still stores every line.
 #[test]
-fn a_remember_during_an_import_gets_through() {
+fn a_remember_during_an_import_gets_through_sqlite_only() {
     let root = Root::new();
     let n = 6 * 8192;
     let path = root.tmp.path().join("big.jsonl");

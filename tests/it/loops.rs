@@ -1,4 +1,7 @@
 //! Bounded loops end to end: the real binary, the real model, several processes.
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 use serde_json::Value;
 use slm::embed::{Embedder, OnnxEmbedder};
 use slm::loops::ledger::lap_text;
@@ -401,7 +404,7 @@ fn a_killed_runs_laps_get_their_memories_from_the_next_writer() {
 }
 
 #[test]
-fn ledger_failures_are_counted_and_the_loop_goes_on() {
+fn ledger_failures_are_counted_and_the_loop_goes_on_sqlite_only() {
     let root = Root::new();
     root.json(&["status"]); // creates the database
     let conn = rusqlite::Connection::open(root.db_path()).unwrap();

@@ -1,6 +1,9 @@
 //! The MCP server in-process: an rmcp client over a duplex pipe, every tool and error path,
 //! with the real model and a real data root (SQLite, or PostgreSQL under
 //! `SLM_TEST_STORE=postgres`).
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::sync::Arc;
 

@@ -1,5 +1,8 @@
 //! `slm mcp` driven by a client nobody here wrote: the official MCP Python SDK (`mcp` from
 //! PyPI, installed into `target/pyenv` by scripts/test.sh), spawning the real binary over stdio.
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,4 +1,7 @@
 //! `slm mcp` as a process: answers before the model loads, exits when stdin closes.
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -3,6 +3,9 @@
 //! tools listed, every input and output schema compiled by Ajv 2020 in strict mode with no
 //! warning, every tool called on its success path and on an error path, and the error text the
 //! SDK surfaces is slm's own message (not a schema-validation error).
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,4 +1,7 @@
 //! The memory commands end to end: the real binary, the real model, a real data root.
+//!
+//! Stores: both (scripts/test.sh runs this module again with every data root on PostgreSQL;
+//! a test of SQLite itself ends in `_sqlite_only` and is left out there).
 
 use std::sync::Arc;
 
@@ -105,7 +108,7 @@ fn tags_filter_dedup_and_forget() {
 }
 
 #[test]
-fn status_reports_paths_counts_and_model() {
+fn status_reports_paths_counts_and_model_sqlite_only() {
     let root = Root::new();
     root.remember("one", &[]);
     let s = root.json(&["status"]);
