@@ -9,7 +9,7 @@
 //! feed generation is read before loading, so a commit racing the load forces the next
 //! caller to load again). The maximum age bounds how stale a view can be whatever the feed
 //! does: a writer that does not announce (an older slm, a lost watch) is seen within it.
-//! [`crate::engine::Engine`] keeps one for the gate refresh and one for cancel requests.
+//! [`crate::loops::host::LoopHost`] keeps one for the gate refresh and one for cancel requests.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

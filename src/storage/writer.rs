@@ -1,4 +1,4 @@
-//! The ledger writer: one thread per engine that commits the laps and ends of every blocking
+//! The ledger writer: one thread per loop runtime (process) that commits the laps and ends of every blocking
 //! loop run in the process together, on its own connection.
 //!
 //! A waiting loop records a lap every poll interval, so a thousand loops waiting in one
@@ -87,8 +87,8 @@ enum Job {
     End(End),
 }
 
-/// The handle the engine keeps: a queue into the writer thread, closed and joined on drop so
-/// everything queued is written before the engine goes away.
+/// The handle the loop runtime keeps (`loops::host`): a queue into the writer thread, closed
+/// and joined on drop so everything queued is written before the runtime goes away.
 pub struct LedgerWriter {
     queue: Arc<Queue>,
     thread: Mutex<Option<JoinHandle<()>>>,
