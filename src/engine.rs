@@ -326,15 +326,9 @@ impl Engine {
         self.store().close();
     }
 
-    /// The vector of a query (see [`Engine::recall`]): from the data root's query cache when
-    /// an earlier process embedded the same text with the same model, else from the model.
-    pub fn query_embedding(&self, query: &str) -> Result<Vec<f32>> {
-        self.embed_query(query)
-    }
-
     /// The vector of a query: from the data root's [`QueryCache`] when an earlier process
     /// embedded the same text with the same model, else from the model (and kept there).
-    fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+    pub fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
         if let Some(v) = self.query_cache.as_ref().and_then(|c| c.get(query)) {
             return Ok(v);
         }
@@ -623,17 +617,23 @@ impl Engine {
         let qv = self.embed_query(&q.query)?;
         let min_score = q.min_score.map_or(-1.0, |s| s as f32);
         let filter = Filter { include_laps, only_ids: only_ids.as_deref(), after_id: 0, min_score };
-        if q.include_expired {
-            let hits = self.search_refreshed(&qv, q.limit, &filter)?;
-            return Ok(Recalled { query: q.query.clone(), hits });
-        }
-        // Expired memories are few (the store's partial index finds them): search deep enough
-        // that dropping every one of them still leaves `limit` hits, so the result is exact.
+        // Expired memories are dropped from the hits (unless asked for); the search goes deeper
+        // by as many as it dropped until `limit` live hits or the end, so the result is exact
+        // and a store whose hits hold none costs one search, as before.
         let now = memory::now_rfc3339();
-        let expired = self.store().expired_ids(&now)?.len();
-        let mut hits = self.search_refreshed(&qv, q.limit + expired, &filter)?;
-        hits.retain(|h| !crate::expiry::expired(h.expires_at.as_deref(), &now));
-        hits.truncate(q.limit);
+        let mut want = q.limit;
+        let hits = loop {
+            let mut hits = self.search_refreshed(&qv, want, &filter)?;
+            let found = hits.len();
+            if !q.include_expired {
+                hits.retain(|h| !crate::expiry::expired(h.expires_at.as_deref(), &now));
+            }
+            if hits.len() >= q.limit || found < want {
+                hits.truncate(q.limit);
+                break hits;
+            }
+            want += q.limit - hits.len();
+        };
         Ok(Recalled { query: q.query.clone(), hits })
     }
 
@@ -741,9 +741,7 @@ impl Engine {
         }
         let ids = self.store().ids_with_all_tags_in(tags, after, upto)?;
         let rows = if ids.is_empty() { Vec::new() } else { self.store().get_many(&ids)? };
-        // An expired memory is no signal (the gate drops it again when it would converge).
-        let now = memory::now_rfc3339();
-        Ok(rows.iter().filter(|m| m.kind == Kind::Memory && !m.expired_at(&now)).map(|m| Scored { id: m.id, score: 1.0 }).collect())
+        Ok(rows.iter().filter(|m| m.kind == Kind::Memory).map(|m| Scored { id: m.id, score: 1.0 }).collect())
     }
 
     /// Which of `ids` exist (primary-key probes).

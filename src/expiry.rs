@@ -57,11 +57,18 @@ pub fn normalize(field: &'static str, s: &str) -> Result<String> {
     Ok(canonical(at.with_timezone(&chrono::Utc)))
 }
 
-/// The expiry of a write given both forms; giving both is invalid input.
-pub fn from_inputs(ttl: Option<&str>, expires_at: Option<&str>, ttl_field: &'static str, at_field: &'static str) -> Result<Option<String>> {
+/// The expiry of a write from its two optional inputs: `ttl` (parsed by the surface, which
+/// knows its form: a duration on the CLI, seconds over MCP) or an absolute `expires_at`
+/// (named `at_field`). Giving both is invalid input, whatever the TTL says.
+pub fn from_inputs(
+    ttl: Option<impl FnOnce() -> Result<String>>,
+    expires_at: Option<&str>,
+    ttl_field: &'static str,
+    at_field: &'static str,
+) -> Result<Option<String>> {
     match (ttl, expires_at) {
-        (Some(_), Some(_)) => Err(Error::invalid(at_field, expires_at.unwrap_or(""), format!("give {ttl_field} or {at_field}, not both"))),
-        (Some(t), None) => parse_ttl(ttl_field, t).map(Some),
+        (Some(_), Some(a)) => Err(Error::invalid(at_field, a, format!("give {ttl_field} or {at_field}, not both"))),
+        (Some(t), None) => t().map(Some),
         (None, Some(a)) => parse_expires_at(at_field, a).map(Some),
         (None, None) => Ok(None),
     }
@@ -98,8 +105,12 @@ mod tests {
         assert_eq!(at, "2998-12-31T22:00:00.000000Z");
         assert_eq!(parse_expires_at("expires_at", "2020-01-01T00:00:00Z").unwrap_err().field(), Some("expires_at"));
         assert_eq!(parse_expires_at("expires_at", "tomorrow").unwrap_err().field(), Some("expires_at"));
-        assert!(from_inputs(Some("1h"), Some("2999-01-01T00:00:00Z"), "ttl", "expires_at").is_err());
-        assert_eq!(from_inputs(None, None, "ttl", "expires_at").unwrap(), None);
+        let ttl = || Some(|| parse_ttl("ttl", "1h"));
+        let both = from_inputs(ttl(), Some("2999-01-01T00:00:00Z"), "ttl", "expires_at").unwrap_err();
+        assert_eq!(both.field(), Some("expires_at"), "{both}");
+        assert!(from_inputs(ttl(), None, "ttl", "expires_at").unwrap().is_some());
+        let none: Option<fn() -> Result<String>> = None;
+        assert_eq!(from_inputs(none, None, "ttl", "expires_at").unwrap(), None);
     }
 
     #[test]

@@ -394,7 +394,12 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
     match cli.command {
         Command::Remember { content, tags, ttl, expires_at } => {
             // Checked before the data root opens: bad input writes nothing.
-            let expires = slm::expiry::from_inputs(ttl.as_deref(), expires_at.as_deref(), "ttl", "expires_at")?;
+            let expires = slm::expiry::from_inputs(
+                ttl.map(|t| move || slm::expiry::parse_ttl("ttl", &t)),
+                expires_at.as_deref(),
+                "ttl",
+                "expires_at",
+            )?;
             let r = open_with(g, Embeds::Text, None)?.remember_expiring(&content, &tags, expires.as_deref())?;
             out.remembered(&r);
         }

@@ -84,11 +84,6 @@ impl LoopHost {
         LoopHost { engine, ledger_writer: OnceLock::new(), query_vectors: Mutex::new(HashMap::new()), gate_fresh, cancelling }
     }
 
-    /// The memory engine under this host.
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.engine
-    }
-
     /// True when `run_id` was asked to stop through the store (`slm loop cancel` from any
     /// process). One read serves every waiting loop of this process: it is redone after a
     /// control announcement, and at least every [`CANCEL_SLICE`] (the fallback
@@ -124,7 +119,7 @@ impl LoopHost {
             return Ok(hit.clone());
         }
         let tokens = self.engine.embedder().count_tokens(query)? as u64;
-        let v: Arc<[f32]> = self.engine.query_embedding(query)?.into();
+        let v: Arc<[f32]> = self.engine.embed_query(query)?.into();
         if cache.len() >= QUERY_CACHE {
             cache.clear();
         }

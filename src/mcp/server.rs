@@ -322,12 +322,8 @@ impl SlmServer {
     ))]
     async fn remember(&self, Parameters(a): Parameters<RememberArgs>) -> Result<Json<Remembered>, ToolError> {
         self.blocking(move |e| {
-            let expires = match (a.ttl_s, a.expires_at.as_deref()) {
-                (Some(_), Some(at)) => return Err(Error::invalid("expires_at", at, "give ttl_s or expires_at, not both")),
-                (Some(t), None) => Some(crate::expiry::after_seconds("ttl_s", t)?),
-                (None, Some(at)) => Some(crate::expiry::parse_expires_at("expires_at", at)?),
-                (None, None) => None,
-            };
+            let ttl = a.ttl_s.map(|s| move || crate::expiry::after_seconds("ttl_s", s));
+            let expires = crate::expiry::from_inputs(ttl, a.expires_at.as_deref(), "ttl_s", "expires_at")?;
             e.remember_expiring(&a.content, &a.tags, expires.as_deref())
         })
         .await
