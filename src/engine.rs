@@ -145,9 +145,14 @@ pub struct Status {
     pub laps: u64,
     pub model: String,
     pub model_loaded: bool,
-    /// Where the model would be loaded from (`SLM_MODEL_DIR`, or `models/` near the binary).
+    /// Where the model would be loaded from (`SLM_MODEL_DIR`, or the models folder: see
+    /// [`crate::embed::locate`]).
     pub model_dir: Option<PathBuf>,
-    /// The ONNX Runtime library (`ORT_DYLIB_PATH`, or `models/` near the binary).
+    /// Which place the models folder was found in: `"SLM_MODELS"`, `"installed package"` or
+    /// `"repository"` (null when `SLM_MODEL_DIR` names the model's folder, or none is found).
+    pub models_source: Option<String>,
+    /// The ONNX Runtime library (`ORT_DYLIB_PATH`, the models folder's, or the installed
+    /// `onnxruntime` package's).
     pub runtime: Option<PathBuf>,
     /// Why the model files cannot be found, when they cannot.
     pub model_error: Option<String>,
@@ -886,6 +891,7 @@ impl Engine {
         let files = crate::embed::ModelFiles::locate();
         Ok(Status {
             model_dir: files.as_ref().ok().map(|f| f.model_dir.clone()),
+            models_source: files.as_ref().ok().and_then(|f| f.source).map(|s| s.describe().to_string()),
             runtime: files.as_ref().ok().map(|f| f.ort_lib.clone()),
             model_error: files.as_ref().err().map(|e| e.to_string()),
             data_dir: self.root.clone(),

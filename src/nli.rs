@@ -297,7 +297,8 @@ fn open_session(dir: &Path) -> Result<Session> {
     let ort_lib = ModelFiles::locate_ort_lib()?;
     // `runtime` only reads `ort_lib`; if the embedder already started the environment, this
     // returns that one and the path is not used again.
-    let env = crate::embed::runtime(&ModelFiles { model_dir: dir.to_path_buf(), ort_lib }).map_err(|message| Error::Model { message })?;
+    let env = crate::embed::runtime(&ModelFiles { model_dir: dir.to_path_buf(), ort_lib, source: None })
+        .map_err(|message| Error::Model { message })?;
     let model_path: PathBuf = dir.join("model.onnx");
     let bad = |e: &dyn std::fmt::Display| invalid(&model_path, format!("ONNX Runtime cannot load model.onnx: {e}"));
     Session::builder(&env).map_err(|e| model_error(&e))?.commit_from_file(&model_path).map_err(|e| bad(&e))

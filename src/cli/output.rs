@@ -149,7 +149,13 @@ impl Printer {
             vec!["memories".into(), s.memories.to_string()],
             vec!["ledger laps".into(), s.laps.to_string()],
             vec!["model".into(), s.model.clone()],
-            vec!["model files".into(), s.model_error.clone().unwrap_or_else(|| opt(&s.model_dir))],
+            vec![
+                "model files".into(),
+                s.model_error.clone().unwrap_or_else(|| match &s.models_source {
+                    Some(from) => format!("{} ({from})", opt(&s.model_dir)),
+                    None => opt(&s.model_dir),
+                }),
+            ],
             vec!["runtime".into(), opt(&s.runtime)],
             vec!["index".into(), format!("{} (HNSW from {} memories, in long-lived processes)", s.index.mode, s.index.hnsw_min_memories)],
             vec!["memory".into(), memory_line(&s.memory)],

@@ -1,13 +1,72 @@
 //! Finding the model files and the ONNX Runtime library on disk.
 //!
-//! `scripts/setup.sh` puts them in the repository's `models/` folder. The binary looks there
-//! (walking up from its own location, so `target/release/slm` finds `models/` two levels up)
-//! unless `SLM_MODEL_DIR` (the folder holding `model.onnx` and the tokenizer files) or
-//! `ORT_DYLIB_PATH` (the runtime library file) say otherwise. Nothing is ever downloaded.
+//! The models (the embedding model and the gate verifier) live in one *models folder*, found in
+//! this order:
+//! 1. `$SLM_MODELS` (a folder laid out like the repository's `models/`);
+//! 2. the installed package's files: the Python wheel (`scripts/build-wheel.sh`) installs the
+//!    binary as `PREFIX/bin/slm` and the models as `PREFIX/share/slm/models/`, so the binary
+//!    looks two levels up from its own (symlinks resolved, as `uv tool` and `pipx` link it);
+//! 3. the repository's `models/`, filled by `scripts/setup.sh`: the first `models/` walking up
+//!    from the binary (so `target/release/slm` finds it two levels up), then from the working
+//!    directory.
+//!
+//! The ONNX Runtime library is `$ORT_DYLIB_PATH` if set, else `onnxruntime/` inside the models
+//! folder (where setup.sh puts it), else the `onnxruntime` Python package installed beside the
+//! binary (`PREFIX/lib/python3.*/site-packages/onnxruntime/capi/`, the wheel's dependency), which
+//! must be the version slm is built against. `SLM_MODEL_DIR` still names the embedding model's
+//! own folder, for a model kept elsewhere. Nothing is ever downloaded.
+//!
+//! Every error says where it looked and what would fix it; `slm status` says which folder and
+//! which library a process uses ([`ModelFiles::source`]).
 
 use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
+
+/// The model folder's name inside `models/`.
+pub const MODEL_SUBDIR: &str = "all-MiniLM-L6-v2";
+/// The ONNX Runtime version slm is built against (the `ort` crate's API version).
+pub const ORT_VERSION: &str = "1.31.1";
+/// The runtime library's path inside `models/`.
+pub const ORT_SUBPATH: &str = "onnxruntime/libonnxruntime.so.1.31.1";
+/// The runtime library's file name.
+const ORT_FILE: &str = "libonnxruntime.so.1.31.1";
+/// The files a model folder must hold.
+pub const MODEL_FILES: [&str; 5] = ["model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"];
+/// Where an installed package keeps the models, relative to its prefix (the folder above `bin/`).
+pub const PACKAGE_MODELS: &str = "share/slm/models";
+
+const HINT: &str = "install the slm-memory package (pip install slm-memory), run scripts/setup.sh from the slm repository, \
+                    or set SLM_MODELS";
+
+/// Which of the look-up places the models folder came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// `$SLM_MODELS`.
+    Env,
+    /// The installed package's files (`PREFIX/share/slm/models`).
+    Package,
+    /// A repository's `models/` (scripts/setup.sh).
+    Repository,
+}
+
+impl Source {
+    /// How `slm status` names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Source::Env => "SLM_MODELS",
+            Source::Package => "installed package",
+            Source::Repository => "repository",
+        }
+    }
+}
+
+/// The models folder and where it came from.
+#[derive(Debug, Clone)]
+pub struct ModelsRoot {
+    pub dir: PathBuf,
+    pub source: Source,
+}
 
 /// Where the model's folder and the runtime library are.
 #[derive(Debug, Clone)]
@@ -17,42 +76,29 @@ pub struct ModelFiles {
     pub model_dir: PathBuf,
     /// The ONNX Runtime shared library.
     pub ort_lib: PathBuf,
+    /// Where the models folder came from (`None`: `SLM_MODEL_DIR` named the model's folder).
+    pub source: Option<Source>,
 }
-
-/// The model folder's name inside `models/`.
-pub const MODEL_SUBDIR: &str = "all-MiniLM-L6-v2";
-/// The runtime library's path inside `models/`.
-pub const ORT_SUBPATH: &str = "onnxruntime/libonnxruntime.so.1.31.1";
-/// The files a model folder must hold.
-pub const MODEL_FILES: [&str; 5] = ["model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"];
-
-const HINT: &str = "run scripts/setup.sh from the slm repository, or set SLM_MODEL_DIR and ORT_DYLIB_PATH";
 
 impl ModelFiles {
     /// Locates the files from the environment and the executable's location. Does not read them.
     pub fn locate() -> Result<Self> {
-        let env_model = std::env::var_os("SLM_MODEL_DIR").filter(|v| !v.is_empty()).map(PathBuf::from);
-        let env_ort = std::env::var_os("ORT_DYLIB_PATH").filter(|v| !v.is_empty()).map(PathBuf::from);
-        let models_root = find_models_root();
-        let model_dir = env_model
-            .or_else(|| models_root.as_ref().map(|r| r.join(MODEL_SUBDIR)))
-            .ok_or_else(|| Error::Model { message: format!("model files not found: {HINT}") })?;
-        let ort_lib = env_ort
-            .or_else(|| models_root.as_ref().map(|r| r.join(ORT_SUBPATH)))
-            .ok_or_else(|| Error::Model { message: format!("ONNX Runtime library not found: {HINT}") })?;
-        let files = ModelFiles { model_dir, ort_lib };
+        let env_model = env_path("SLM_MODEL_DIR");
+        let (model_dir, source, root) = match (env_model, models_root()) {
+            (Some(dir), root) => (dir, None, root.ok()),
+            (None, Ok(r)) => (r.dir.join(MODEL_SUBDIR), Some(r.source), Some(r)),
+            (None, Err(e)) => return Err(e),
+        };
+        let ort_lib = ort_lib(root.as_ref())?;
+        let files = ModelFiles { model_dir, ort_lib, source };
         files.check()?;
         Ok(files)
     }
 
-    /// Locates only the ONNX Runtime library (`ORT_DYLIB_PATH`, else `models/` as in
-    /// [`ModelFiles::locate`]), for a model that lives elsewhere (the gate's `nli:DIR`).
+    /// Locates only the ONNX Runtime library (as [`ModelFiles::locate`] does), for a model that
+    /// lives elsewhere (the gate's `nli:DIR`).
     pub(crate) fn locate_ort_lib() -> Result<PathBuf> {
-        let lib = std::env::var_os("ORT_DYLIB_PATH")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| find_models_root().map(|r| r.join(ORT_SUBPATH)))
-            .ok_or_else(|| Error::Model { message: format!("ONNX Runtime library not found: {HINT}") })?;
+        let lib = ort_lib(models_root().ok().as_ref())?;
         if !lib.is_file() {
             return Err(Error::Model { message: format!("ONNX Runtime library missing: {}: {HINT}", lib.display()) });
         }
@@ -72,16 +118,176 @@ impl ModelFiles {
         }
         Ok(())
     }
+
+    /// Where the embedder may write its pre-optimised copy of the model (see
+    /// [`super::onnx::prepare_optimized_model`]): beside the model in a repository or a user's
+    /// `SLM_MODELS`, but never inside an installed package (which may be read-only, and whose
+    /// uninstall must remove every file it holds): there, a folder of the user's cache
+    /// (`$XDG_CACHE_HOME/slm`, else `~/.cache/slm`) named for the model file's size and time,
+    /// so an upgraded package never reads a stale copy. `None`: nowhere to write.
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        if self.source != Some(Source::Package) {
+            return Some(self.model_dir.clone());
+        }
+        let meta = std::fs::metadata(self.model_dir.join("model.onnx")).ok()?;
+        let stamp = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+        let cache = env_path("XDG_CACHE_HOME").or_else(|| env_path("HOME").map(|h| h.join(".cache")))?;
+        Some(cache.join("slm").join(format!("{MODEL_SUBDIR}-{}-{stamp}", meta.len())))
+    }
 }
 
-/// Walks up from the executable (then from the working directory) to the first folder that
-/// holds `models/<MODEL_SUBDIR>/model.onnx`, and returns that `models/` folder.
-pub(crate) fn find_models_root() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok());
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// True when `dir` is a models folder: it holds the embedding model.
+fn is_models_dir(dir: &Path) -> bool {
+    dir.join(MODEL_SUBDIR).join("model.onnx").is_file()
+}
+
+/// The prefix an installed binary lives under: the folder above the one holding the executable.
+fn exe_prefix() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
+    Some(exe.parent()?.parent()?.to_path_buf())
+}
+
+/// Finds the models folder (see the module's doc for the order), or says where it looked.
+pub fn models_root() -> Result<ModelsRoot> {
+    if let Some(dir) = env_path("SLM_MODELS") {
+        if is_models_dir(&dir) {
+            return Ok(ModelsRoot { dir, source: Source::Env });
+        }
+        return Err(Error::Model {
+            message: format!("SLM_MODELS is {} but it holds no {MODEL_SUBDIR}/model.onnx: fix or unset SLM_MODELS", dir.display()),
+        });
+    }
+    let prefix = exe_prefix();
+    if let Some(dir) = prefix.as_ref().map(|p| p.join(PACKAGE_MODELS)).filter(|d| is_models_dir(d)) {
+        return Ok(ModelsRoot { dir, source: Source::Package });
+    }
+    let exe_dir = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok()).and_then(|p| p.parent().map(Path::to_path_buf));
     let cwd = std::env::current_dir().ok();
-    exe.iter().filter_map(|p| p.parent()).chain(cwd.as_deref()).find_map(search_up)
+    if let Some(dir) = exe_dir.iter().chain(cwd.iter()).find_map(|start| search_up(start)) {
+        return Ok(ModelsRoot { dir, source: Source::Repository });
+    }
+    let shown = |p: Option<PathBuf>| p.map_or("?".to_string(), |p| p.display().to_string());
+    Err(Error::Model {
+        message: format!(
+            "model files not found; looked in: $SLM_MODELS (unset); {} (installed package); models/ in the folders above {} \
+             and {} (repository): {HINT}",
+            shown(prefix.map(|p| p.join(PACKAGE_MODELS))),
+            shown(exe_dir),
+            shown(cwd)
+        ),
+    })
 }
 
 fn search_up(start: &Path) -> Option<PathBuf> {
-    start.ancestors().map(|dir| dir.join("models")).find(|m| m.join(MODEL_SUBDIR).join("model.onnx").is_file())
+    start.ancestors().map(|dir| dir.join("models")).find(|m| is_models_dir(m))
+}
+
+/// The runtime library: `$ORT_DYLIB_PATH`, the models folder's `onnxruntime/`, or the
+/// `onnxruntime` package installed beside the binary. A package of another version is an error
+/// naming both versions (the library's C API must match the one slm is built against).
+fn ort_lib(root: Option<&ModelsRoot>) -> Result<PathBuf> {
+    if let Some(lib) = env_path("ORT_DYLIB_PATH") {
+        return Ok(lib);
+    }
+    if let Some(lib) = root.map(|r| r.dir.join(ORT_SUBPATH)).filter(|l| l.is_file()) {
+        return Ok(lib);
+    }
+    let packages = exe_prefix().map(|p| site_packages(&p)).unwrap_or_default();
+    for dir in &packages {
+        let capi = dir.join("onnxruntime").join("capi");
+        let lib = capi.join(ORT_FILE);
+        if lib.is_file() {
+            return Ok(lib);
+        }
+        if let Some(other) = installed_ort_version(dir, &capi) {
+            return Err(Error::Model {
+                message: format!(
+                    "onnxruntime {other} is installed in {}, but slm needs onnxruntime {ORT_VERSION}: pip install \
+                     onnxruntime=={ORT_VERSION} (in the same environment as slm)",
+                    dir.display()
+                ),
+            });
+        }
+    }
+    match root {
+        // The repository without its runtime: setup.sh fetches it.
+        Some(r) if r.source != Source::Package => Ok(r.dir.join(ORT_SUBPATH)),
+        _ => Err(Error::Model {
+            message: format!(
+                "ONNX Runtime library not found: no {ORT_SUBPATH} in the models folder and no onnxruntime {ORT_VERSION} \
+                 package beside the binary: pip install onnxruntime=={ORT_VERSION}, or set ORT_DYLIB_PATH"
+            ),
+        }),
+    }
+}
+
+/// `PREFIX/lib*/python3*/{site,dist}-packages` folders that exist.
+fn site_packages(prefix: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for lib in ["lib", "lib64"] {
+        let Ok(entries) = std::fs::read_dir(prefix.join(lib)) else { continue };
+        let mut pythons: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("python3")))
+            .collect();
+        pythons.sort();
+        for py in pythons {
+            for kind in ["site-packages", "dist-packages"] {
+                let d = py.join(kind);
+                if d.is_dir() && !out.contains(&d) {
+                    out.push(d);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The version of an `onnxruntime` package in `site` that is not ours: from its `.dist-info`
+/// folder's name, else from the library file's name.
+fn installed_ort_version(site: &Path, capi: &Path) -> Option<String> {
+    let from_dist_info = std::fs::read_dir(site).ok()?.flatten().find_map(|e| {
+        let name = e.file_name().into_string().ok()?;
+        let rest = name.strip_prefix("onnxruntime-")?.strip_suffix(".dist-info")?;
+        Some(rest.to_string())
+    });
+    from_dist_info.or_else(|| {
+        std::fs::read_dir(capi).ok()?.flatten().find_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_prefix("libonnxruntime.so.").map(str::to_string)
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn site_packages_finds_every_python_of_a_prefix() {
+        let tmp = tempfile::tempdir().unwrap();
+        for d in ["lib/python3.11/site-packages", "lib/python3.12/site-packages", "lib/python3.11/dist-packages", "lib/other/site-packages"]
+        {
+            std::fs::create_dir_all(tmp.path().join(d)).unwrap();
+        }
+        let found: Vec<String> =
+            site_packages(tmp.path()).iter().map(|p| p.strip_prefix(tmp.path()).unwrap().display().to_string()).collect();
+        assert_eq!(found, ["lib/python3.11/site-packages", "lib/python3.11/dist-packages", "lib/python3.12/site-packages"]);
+    }
+
+    #[test]
+    fn another_onnxruntime_version_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let capi = tmp.path().join("onnxruntime/capi");
+        std::fs::create_dir_all(&capi).unwrap();
+        std::fs::write(capi.join("libonnxruntime.so.1.32.0"), b"").unwrap();
+        assert_eq!(installed_ort_version(tmp.path(), &capi).as_deref(), Some("1.32.0"));
+        std::fs::create_dir_all(tmp.path().join("onnxruntime-1.32.0.dist-info")).unwrap();
+        assert_eq!(installed_ort_version(tmp.path(), &capi).as_deref(), Some("1.32.0"));
+    }
 }

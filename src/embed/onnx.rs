@@ -119,7 +119,8 @@ fn optimized_names(files: &ModelFiles) -> (String, String) {
     (format!("model.opt2.{tag}.onnx"), format!("model.opt2.{tag}.onnx.data"))
 }
 
-/// Writes an optimised copy of `model.onnx` next to it, unless present, and returns its path.
+/// Writes an optimised copy of `model.onnx` into [`ModelFiles::cache_dir`] (next to the model,
+/// except in an installed package), unless present, and returns its path.
 ///
 /// Why: this "int8" model dequantises its weights with ordinary Cast/Mul nodes, so ONNX Runtime
 /// constant-folds them into 90 MB of f32 at every load and holds them twice while doing so
@@ -131,13 +132,14 @@ fn optimized_names(files: &ModelFiles) -> (String, String) {
 /// data first and model last, so a present model file means both are complete.
 pub fn prepare_optimized_model(files: &ModelFiles) -> std::result::Result<std::path::PathBuf, String> {
     use ort::session::{builder::GraphOptimizationLevel, Session};
-    let dir = &files.model_dir;
+    let dir = files.cache_dir().ok_or("no folder to keep it in (HOME is unset)")?;
     let (model_name, data_name) = optimized_names(files);
     let (onnx, data) = (dir.join(&model_name), dir.join(&data_name));
     if onnx.is_file() && data.is_file() {
         return Ok(onnx);
     }
     let env = runtime(files)?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let tmp = dir.join(format!(".opt-tmp-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
     let fail = |e: &dyn std::fmt::Display| format!("cannot optimise the model: {e}");
@@ -148,7 +150,7 @@ pub fn prepare_optimized_model(files: &ModelFiles) -> std::result::Result<std::p
         .and_then(|b| b.with_optimized_model_path(tmp.join(&model_name)).map_err(|e| fail(&e)))
         .and_then(|b| b.with_config_entry("session.optimized_model_external_initializers_file_name", &data_name).map_err(|e| fail(&e)))
         .and_then(|b| b.with_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024").map_err(|e| fail(&e)))
-        .and_then(|mut b| b.commit_from_file(dir.join("model.onnx")).map_err(|e| fail(&e)));
+        .and_then(|mut b| b.commit_from_file(files.model_dir.join("model.onnx")).map_err(|e| fail(&e)));
     let moved = built.and_then(|session| {
         drop(session);
         std::fs::rename(tmp.join(&data_name), &data).map_err(|e| format!("cannot move {data_name}: {e}"))?;
@@ -179,11 +181,12 @@ fn load_model(files: &ModelFiles, quick: bool) -> std::result::Result<Mutex<Text
         // spinning thread would take one of them (a third of a 1M-row scan on two cores).
         options = options.with_session_config("session.intra_op.allow_spinning", "0");
     }
-    let graph = match (prepare_optimized_model(files), files.model_dir.to_str()) {
+    let optimized = prepare_optimized_model(files);
+    let graph = match (&optimized, optimized.as_ref().ok().and_then(|p| p.parent()).and_then(|d| d.to_str())) {
         (Ok(opt), Some(dir)) => {
             // A graph given as bytes finds its external weights file through this folder.
             options = options.with_session_config("session.model_external_initializers_file_folder_path", dir);
-            std::fs::read(&opt).map_err(|e| format!("cannot read model file {}: {e}", opt.display()))?
+            std::fs::read(opt).map_err(|e| format!("cannot read model file {}: {e}", opt.display()))?
         }
         (Err(e), _) => {
             tracing::warn!("using model.onnx directly (more memory): {e}");

@@ -147,7 +147,7 @@ mod tests {
         }
         let ort_lib = dir.join("libort.so");
         fs::write(&ort_lib, "ort").unwrap();
-        ModelFiles { model_dir, ort_lib }
+        ModelFiles { model_dir, ort_lib, source: None }
     }
 
     fn unit(seed: f32) -> Vec<f32> {

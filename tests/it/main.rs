@@ -32,3 +32,4 @@ mod pg_store;
 mod pg_tls;
 mod plugin;
 mod setup;
+mod wheel;

@@ -382,6 +382,21 @@ async def scenario_coordination():
         return {"cases": len(cases), "barrier": len(shards)}
 
 
+async def scenario_installed():
+    """The wheel's `slm mcp` (tests/it/wheel.rs): initialize, tools/list, remember, status."""
+    async with _Stack() as stack:
+        s = await session_for(stack)
+        names = {t.name for t in (await s.list_tools()).tools}
+        assert {"remember", "recall", "slm_loop_run"} <= names, names
+        r = structured(await s.call_tool("remember", {"content": "the installed server remembers this", "tags": ["wheel"]}))
+        assert r["deduped"] is False, r
+        hits = structured(await s.call_tool("recall", {"query": "installed server remembers", "limit": 1}))
+        assert hits["hits"][0]["id"] == r["id"], hits
+        status = structured(await s.call_tool("status", {}))
+        assert status["models_source"] == "installed package", status
+        return {"tools": len(names), "id": r["id"]}
+
+
 async def main():
     fn = globals()["scenario_" + SCENARIO]
     facts = await fn()

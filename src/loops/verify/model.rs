@@ -64,17 +64,13 @@ impl std::fmt::Debug for VerifierModel {
 }
 
 impl VerifierModel {
-    /// Where the shipped model is: `$SLM_VERIFIER_DIR`, else `models/verifier/` beside the
-    /// embedding model's folder (found as [`crate::embed::ModelFiles::locate`] finds it).
+    /// Where the shipped model is: `$SLM_VERIFIER_DIR`, else `verifier/` in the models folder
+    /// (found as [`crate::embed::locate::models_root`] finds it; its error says where it looked).
     pub fn locate() -> Result<PathBuf> {
         if let Some(dir) = std::env::var_os("SLM_VERIFIER_DIR").filter(|v| !v.is_empty()) {
             return Ok(PathBuf::from(dir));
         }
-        crate::embed::locate::find_models_root().map(|r| r.join(VERIFIER_SUBDIR)).ok_or_else(|| Error::Model {
-            message: "gate verifier model not found: run slm from its repository (models/verifier/), or set \
-                      SLM_VERIFIER_DIR"
-                .into(),
-        })
+        crate::embed::locate::models_root().map(|r| r.dir.join(VERIFIER_SUBDIR))
     }
 
     /// Checks every file of `dir` against the compiled-in checksums, then loads it.
