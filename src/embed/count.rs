@@ -24,6 +24,12 @@
 //! pipeline, so such a word goes to the whole tokenizer, loaded then and only then. The unit
 //! tests check the lean count equals a full `encode`, word by word and text by text, over
 //! hand-picked edge cases, this crate's own docs and seeded random Unicode.
+//!
+//! Even so, parsing the 466 KB JSON into that set took 15–35 ms, the longest step of a
+//! tag-only `slm loop run`, which loads no model at all. So the lean counter is also kept as a
+//! derived file ([`TokenCounter::from_file_cached`]: one JSON header line, then the vocabulary
+//! one string per line), tied to the tokenizer file's size and modification time and rebuilt
+//! whenever they change; reading it is a split on newlines.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -31,7 +37,7 @@ use std::sync::OnceLock;
 
 use parking_lot::Mutex;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{
     AddedToken, Normalizer, NormalizerWrapper, OffsetReferential, OffsetType, PostProcessor, PreTokenizedString, PreTokenizer,
@@ -177,6 +183,101 @@ impl LeanBert {
     }
 }
 
+/// What identifies a tokenizer file's contents for the derived file: its size and its
+/// modification time (nanoseconds since the epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Stamp {
+    len: u64,
+    mtime_ns: u64,
+}
+
+impl Stamp {
+    fn of(path: &std::path::Path) -> Option<Stamp> {
+        let m = std::fs::metadata(path).ok()?;
+        let mtime_ns = u64::try_from(m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos()).ok()?;
+        Some(Stamp { len: m.len(), mtime_ns })
+    }
+}
+
+/// The derived file's first line; the vocabulary follows, one string per line.
+#[derive(Serialize, Deserialize)]
+struct CacheHeader {
+    version: u32,
+    source: Stamp,
+    normalizer: NormalizerWrapper,
+    pre_tokenizer: PreTokenizerWrapper,
+    prefix: String,
+    max_chars: usize,
+    specials: usize,
+    added: Vec<(String, String)>,
+    /// How many vocabulary lines follow (a cut-off file is not used).
+    words: usize,
+}
+
+/// The derived file's format; another version is rebuilt.
+const CACHE_VERSION: u32 = 1;
+
+impl LeanBert {
+    /// The lean counter from its derived file, if that file is whole and was made from the
+    /// tokenizer file as it is now.
+    fn from_cache(bytes: &[u8], source: Stamp) -> Option<LeanBert> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let (first, rest) = text.split_once('\n')?;
+        let h: CacheHeader = serde_json::from_str(first).ok()?;
+        if h.version != CACHE_VERSION || h.source != source {
+            return None;
+        }
+        let mut vocab = FastSet::with_capacity_and_hasher(h.words, Default::default());
+        vocab.extend(rest.split('\n').filter(|w| !w.is_empty()).map(Box::<str>::from));
+        if vocab.len() != h.words {
+            return None;
+        }
+        Some(LeanBert {
+            normalizer: h.normalizer,
+            pre_tokenizer: h.pre_tokenizer,
+            vocab,
+            prefix: h.prefix,
+            max_chars: h.max_chars,
+            specials: h.specials,
+            added: h.added,
+        })
+    }
+
+    /// Writes the derived file (to a private name, then renamed into place, so a reader sees
+    /// a whole file or none). Best effort: a folder it cannot write only costs the next start
+    /// the parse. A vocabulary string holding a newline or empty (none in a BERT vocabulary)
+    /// cannot be written this way, and nothing is.
+    fn write_cache(&self, path: &std::path::Path, source: Stamp) {
+        if self.vocab.iter().any(|w| w.is_empty() || w.contains('\n')) {
+            return;
+        }
+        let header = CacheHeader {
+            version: CACHE_VERSION,
+            source,
+            normalizer: self.normalizer.clone(),
+            pre_tokenizer: self.pre_tokenizer.clone(),
+            prefix: self.prefix.clone(),
+            max_chars: self.max_chars,
+            specials: self.specials,
+            added: self.added.clone(),
+            words: self.vocab.len(),
+        };
+        let Ok(mut out) = serde_json::to_string(&header) else { return };
+        for w in &self.vocab {
+            out.push('\n');
+            out.push_str(w);
+        }
+        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        let written = path.parent().is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+            && std::fs::write(&tmp, out).is_ok()
+            && std::fs::rename(&tmp, path).is_ok();
+        if !written {
+            let _ = std::fs::remove_file(&tmp);
+            tracing::debug!("could not write the token counter's derived file {}", path.display());
+        }
+    }
+}
+
 /// True when `c` ends a word for a BERT pipeline. The normaliser's `clean_text` deletes
 /// control characters (Unicode "other") before it turns white space into spaces; the only
 /// white-space characters that are also controls are U+000B, U+000C and U+0085 (tab, line
@@ -221,19 +322,35 @@ impl TokenCounter {
     }
 
     /// Reads `tokenizer.json` at `path`: the lean counter for a BERT file, else the whole
-    /// tokenizer.
-    pub fn from_file(path: PathBuf) -> std::result::Result<Self, String> {
+    /// tokenizer. With a `cache` path, the lean counter is read from that derived file when it
+    /// was made from this tokenizer file, and written there when it was not.
+    pub fn from_file_cached(path: PathBuf, cache: Option<PathBuf>) -> std::result::Result<Self, String> {
+        let stamp = Stamp::of(&path);
+        if let (Some(c), Some(s)) = (&cache, stamp) {
+            if let Some(lean) = std::fs::read(c).ok().and_then(|b| LeanBert::from_cache(&b, s)) {
+                return Ok(Self::lean(lean, path));
+            }
+        }
         let json = std::fs::read(&path).map_err(|e| format!("cannot read tokenizer {}: {e}; run scripts/setup.sh", path.display()))?;
         match LeanBert::parse(&json) {
-            Some(lean) => Ok(TokenCounter {
-                specials: Some(lean.specials),
-                clean_text: cleans(Some(&lean.normalizer)),
-                lean: Some(lean),
-                full: OnceLock::new(),
-                path: Some(path),
-                words: Mutex::new(HashMap::new()),
-            }),
+            Some(lean) => {
+                if let (Some(c), Some(s)) = (&cache, stamp) {
+                    lean.write_cache(c, s);
+                }
+                Ok(Self::lean(lean, path))
+            }
             None => Ok(TokenCounter::new(whole(&json, &path)?)),
+        }
+    }
+
+    fn lean(lean: LeanBert, path: PathBuf) -> Self {
+        TokenCounter {
+            specials: Some(lean.specials),
+            clean_text: cleans(Some(&lean.normalizer)),
+            lean: Some(lean),
+            full: OnceLock::new(),
+            path: Some(path),
+            words: Mutex::new(HashMap::new()),
         }
     }
 
@@ -359,7 +476,7 @@ mod tests {
     #[test]
     fn lean_counts_equal_full_encodes() {
         let (path, full) = model_tokenizer();
-        let c = TokenCounter::from_file(path).unwrap();
+        let c = TokenCounter::from_file_cached(path, None).unwrap();
         assert!(c.lean.is_some(), "all-MiniLM-L6-v2 is a BERT file: the lean counter must serve it");
         let docs = [include_str!("../../README.md"), include_str!("../../ARCHITECTURE.md"), include_str!("../../docs/loops.md")];
         let long = "supercalifragilisticexpialidocious".repeat(5); // > 100 chars: one [UNK]
@@ -378,9 +495,42 @@ mod tests {
             }
         }
         // Only words holding an added token loaded the whole tokenizer.
-        let fresh = TokenCounter::from_file(model_tokenizer().0).unwrap();
+        let fresh = TokenCounter::from_file_cached(model_tokenizer().0, None).unwrap();
         fresh.count(&texts[2]).unwrap();
         assert!(fresh.full.get().is_none(), "a plain lap text must not load the whole tokenizer");
+    }
+
+    #[test]
+    fn the_derived_file_counts_alike_and_follows_its_source() {
+        let tmp = tempfile::tempdir().unwrap();
+        let source = tmp.path().join("tokenizer.json");
+        std::fs::copy(model_tokenizer().0, &source).unwrap();
+        let cache = tmp.path().join("cache/tokenizer.count");
+        let (_, full) = model_tokenizer();
+        let texts: Vec<String> = EDGES.iter().map(|s| s.to_string()).chain(random_texts(500)).collect();
+        let check = |c: &TokenCounter| {
+            for text in &texts {
+                assert_eq!(c.count(text).unwrap(), full.encode(text.as_str(), true).unwrap().len(), "{text:?}");
+            }
+        };
+        // The first load parses the JSON and writes the derived file; the second reads it.
+        check(&TokenCounter::from_file_cached(source.clone(), Some(cache.clone())).unwrap());
+        let written = std::fs::read(&cache).expect("the derived file is written");
+        let stamp = Stamp::of(&source).unwrap();
+        let from_file = LeanBert::from_cache(&written, stamp).expect("the derived file reads back");
+        assert_eq!(from_file.vocab.len(), 30_522);
+        check(&TokenCounter::from_file_cached(source.clone(), Some(cache.clone())).unwrap());
+        // A changed source (here only its time) is not read from the old file, which is rebuilt.
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        std::fs::File::options().write(true).open(&source).unwrap().set_modified(later).unwrap();
+        assert!(LeanBert::from_cache(&written, Stamp::of(&source).unwrap()).is_none());
+        check(&TokenCounter::from_file_cached(source.clone(), Some(cache.clone())).unwrap());
+        assert!(LeanBert::from_cache(&std::fs::read(&cache).unwrap(), Stamp::of(&source).unwrap()).is_some(), "rebuilt");
+        // A cut-off or damaged file is not used.
+        let cut = &written[..written.len() / 2];
+        assert!(LeanBert::from_cache(cut, stamp).is_none());
+        std::fs::write(&cache, b"{not json\nx").unwrap();
+        check(&TokenCounter::from_file_cached(source, Some(cache)).unwrap());
     }
 
     #[test]

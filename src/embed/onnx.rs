@@ -230,8 +230,11 @@ pub(crate) fn runtime(files: &ModelFiles) -> std::result::Result<ort::environmen
     .clone()
 }
 
+/// The token counter, from its derived file in [`ModelFiles::cache_dir`] when there is one
+/// (see [`super::count`]).
 fn load_counter(files: &ModelFiles) -> std::result::Result<TokenCounter, String> {
-    TokenCounter::from_file(files.model_dir.join("tokenizer.json"))
+    let cache = files.cache_dir().map(|d| d.join("tokenizer.count-v1"));
+    TokenCounter::from_file_cached(files.model_dir.join("tokenizer.json"), cache)
 }
 
 impl Embedder for OnnxEmbedder {

@@ -132,6 +132,9 @@ pub struct MemoryGate<'e> {
     accepted: Vec<Scored>,
     /// Candidates and passed memories dropped because they expired (said in the detail).
     expired: usize,
+    /// True inside a [`super::gate_set::GateSet`], which brings the index up to date once per
+    /// lap for all its gates: this gate then sweeps without looking at the store itself.
+    refreshed_by_set: bool,
 }
 
 impl<'e> MemoryGate<'e> {
@@ -166,7 +169,25 @@ impl<'e> MemoryGate<'e> {
             rejected: HashSet::new(),
             accepted: Vec::new(),
             expired: 0,
+            refreshed_by_set: false,
         })
+    }
+
+    /// Marks this gate as one of a set that refreshes the index for it (see
+    /// [`super::gate_set::GateSet`]).
+    pub(super) fn in_set(mut self) -> Self {
+        self.refreshed_by_set = true;
+        self
+    }
+
+    /// False for a tag-only gate (no query, no index).
+    pub(super) fn has_query(&self) -> bool {
+        self.query.is_some()
+    }
+
+    /// The runtime this gate reads through.
+    pub(super) fn host(&self) -> &'e LoopHost {
+        self.engine
     }
 
     /// Takes in what arrived since the last lap; returns how many new candidates joined the
@@ -190,6 +211,8 @@ impl<'e> MemoryGate<'e> {
             });
         }
         let sweep = match &self.query {
+            // In a set, the set refreshed the index for every gate this lap.
+            Some(qv) if self.refreshed_by_set => self.engine.sweep(qv, &self.tags, self.seen, self.threshold)?,
             Some(qv) => self.engine.gate_sweep(qv, &self.tags, self.seen, self.threshold)?,
             None => self.engine.tag_sweep(&self.tags, self.seen)?,
         };

@@ -1,7 +1,8 @@
 //! Several gates in one run: a [`GateSet`] of [`MemoryGate`]s joined by `gate_mode`.
 //!
-//! Each lap asks every gate (each sweeps only what arrived since its last look, so an idle
-//! lap costs each gate a poll), then joins their answers: `all` passes when every gate has
+//! Each lap brings the index up to date once (one look at the store, whatever the number of
+//! gates), then asks every gate (each sweeps only what arrived since its last look, so an
+//! idle lap costs each gate a scan of nothing), then joins their answers: `all` passes when every gate has
 //! its `count` of memories, `any` when one has. A gate that has passed stays passed while
 //! its memories exist (each gate rechecks its own). The lap's detail says how far the run
 //! is (`2 of 3 gates passed; gate 3: 5 of 8 memories`), then each gate's own detail. The
@@ -22,12 +23,22 @@ pub struct GateSet<'e> {
 
 impl<'e> GateSet<'e> {
     pub fn new(gates: Vec<MemoryGate<'e>>, mode: GateMode) -> GateSet<'e> {
-        GateSet { gates, mode }
+        GateSet { gates: gates.into_iter().map(MemoryGate::in_set).collect(), mode }
+    }
+
+    /// One look at the store for every gate of the lap (each gate's sweep then reads only the
+    /// index). A set of tag-only gates reads the store in its sweeps and needs none.
+    fn refresh(&self) -> Result<()> {
+        match self.gates.iter().find(|g| g.has_query()) {
+            Some(g) => g.host().refresh_for_gate(),
+            None => Ok(()),
+        }
     }
 }
 
 impl Gate for GateSet<'_> {
     fn observe(&mut self, lap: i64, deadline: Instant) -> Result<Observation> {
+        self.refresh()?;
         let mut seen = Vec::with_capacity(self.gates.len());
         for g in &mut self.gates {
             seen.push(g.observe(lap, deadline)?);
@@ -82,6 +93,7 @@ impl Gate for GateSet<'_> {
 
     fn probe(&mut self) -> Result<bool> {
         // Every gate takes in what arrived, whichever answers first.
+        self.refresh()?;
         let mut fresh = false;
         for g in &mut self.gates {
             fresh |= g.probe()?;
