@@ -133,6 +133,20 @@ pub struct Recalled {
     pub hits: Vec<Hit>,
 }
 
+/// What [`Engine::list`] lists: the newest memories, narrowed by tags, kind and paging.
+#[derive(Debug, Clone, Copy)]
+pub struct ListQuery<'a> {
+    /// Only memories carrying every one of these tags (validated and normalised by `list`).
+    pub tags: &'a [String],
+    pub kind: Option<Kind>,
+    /// At most this many (1 to 1000).
+    pub limit: usize,
+    /// Only ids below this one: the next page after a page whose last id it is.
+    pub before: Option<i64>,
+    /// Memories that have expired too.
+    pub include_expired: bool,
+}
+
 /// What `status` reports.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct Status {
@@ -480,9 +494,9 @@ impl Engine {
             if rows.is_empty() {
                 break;
             }
-            let texts: Vec<&str> = rows.iter().map(|(_, c)| c.as_str()).collect();
+            let texts: Vec<&str> = rows.iter().map(|r| r.content.as_str()).collect();
             let vectors = self.embedder.embed(&texts)?;
-            let set: Vec<(i64, Vec<f32>)> = rows.iter().zip(vectors.outer_iter()).map(|((id, _), v)| (*id, v.to_vec())).collect();
+            let set: Vec<(i64, Vec<f32>)> = rows.iter().zip(vectors.outer_iter()).map(|(r, v)| (r.id, v.to_vec())).collect();
             self.store().set_embeddings(&set)?;
             done += rows.len();
         }
@@ -598,8 +612,8 @@ impl Engine {
             .map(|k| match k {
                 Some(id) => Remembered { id, deduped: true },
                 None => {
-                    let (id, deduped) = fresh_results.next().unwrap_or((0, true));
-                    Remembered { id, deduped }
+                    let r = fresh_results.next().unwrap_or(crate::storage::Inserted { id: 0, deduped: true });
+                    Remembered { id: r.id, deduped: r.deduped }
                 }
             })
             .collect())
@@ -691,14 +705,14 @@ impl Engine {
             return Ok(Vec::new());
         }
         let rows = self.store().vectors_or_content(&pending)?;
-        let (ready, todo): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(_, blob, _)| !blob.is_empty());
+        let (ready, todo): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| !r.blob.is_empty());
         let mut out = Vec::with_capacity(ready.len() + todo.len());
-        for (id, blob, _) in ready {
-            out.push((id, crate::spaces::from_blob(&blob)?));
+        for r in ready {
+            out.push((r.id, crate::spaces::from_blob(&r.blob)?));
         }
-        let texts: Vec<&str> = todo.iter().map(|(_, _, c)| c.as_str()).collect();
+        let texts: Vec<&str> = todo.iter().map(|r| r.content.as_str()).collect();
         let embedded = self.embedder.embed(&texts)?;
-        out.extend(todo.iter().zip(embedded.outer_iter()).map(|((id, _, _), v)| (*id, v.to_vec())));
+        out.extend(todo.iter().zip(embedded.outer_iter()).map(|(r, v)| (r.id, v.to_vec())));
         Ok(out)
     }
 
@@ -807,7 +821,7 @@ impl Engine {
     /// forgotten rows, and uses them from now on.
     pub fn rebuild_index(&self) -> Result<IndexFiles> {
         let files = self.mirror.rebuild(&self.store, &self.index)?;
-        let (memories, _) = self.store().counts()?;
+        let memories = self.store().counts()?.memories;
         if memories as usize >= hnsw_min() {
             match self.index.rebuild_graph() {
                 Some(Err(e)) => tracing::warn!("cannot save the HNSW graph: {e}"),
@@ -820,18 +834,12 @@ impl Engine {
 
     /// Memories newest first (`limit` ≤ 1000), optionally filtered by tags, kind and paging.
     /// Memories that have expired are left out unless `include_expired`.
-    pub fn list(
-        &self,
-        tags: &[String],
-        kind: Option<Kind>,
-        limit: usize,
-        before: Option<i64>,
-        include_expired: bool,
-    ) -> Result<Vec<Memory>> {
-        memory::validate_limit("limit", limit, MAX_LIMIT)?;
-        let tags = memory::normalize_tags(tags)?;
-        let now = (!include_expired).then(memory::now_rfc3339);
-        self.store().list(&tags, kind, limit, before, now.as_deref())
+    pub fn list(&self, q: &ListQuery<'_>) -> Result<Vec<Memory>> {
+        memory::validate_limit("limit", q.limit, MAX_LIMIT)?;
+        let tags = memory::normalize_tags(q.tags)?;
+        let now = (!q.include_expired).then(memory::now_rfc3339);
+        let filter = crate::storage::ListFilter { tags: &tags, kind: q.kind, limit: q.limit, before: q.before, live_at: now.as_deref() };
+        self.store().list(&filter)
     }
 
     /// Deletes every memory that has expired by now (`slm forget --expired`); returns their ids
@@ -886,7 +894,7 @@ impl Engine {
     /// Counts, paths, model and index state. Never loads the model and never writes.
     pub fn status(&self) -> Result<Status> {
         let store = self.store();
-        let (memories, laps) = store.counts()?;
+        let crate::storage::Counts { memories, laps } = store.counts()?;
         let created_at = store.meta(crate::storage::CREATED_META)?;
         let files = crate::embed::ModelFiles::locate();
         Ok(Status {

@@ -166,7 +166,7 @@ impl Mirror {
     fn first_open(&self, d: &Derived, st: &mut State, store: &Mutex<Store>, index: &Searcher) -> Result<()> {
         // The head first: the marks read after it cover every id it accounts for.
         let head = d.head();
-        let (max, issued) = store.lock().id_marks()?;
+        let crate::storage::IdMarks { max, issued } = store.lock().id_marks()?;
         match head {
             Some((_, head)) => {
                 if Some(head.store_id) != st.store_id || !self.matches(d, &head, issued, store)? {

@@ -417,7 +417,7 @@ fn dispatch(cli: Cli) -> slm::Result<i32> {
         }
         Command::List { tags, limit, kind, before, include_expired } => {
             let kind = slm::memory::parse_kind_filter("kind", &kind)?;
-            let rows = open(g)?.list(&tags, kind, limit, before, include_expired)?;
+            let rows = open(g)?.list(&slm::engine::ListQuery { tags: &tags, kind, limit, before, include_expired })?;
             out.memories(&rows);
         }
         Command::Forget { ids, expired } => {

@@ -211,7 +211,7 @@ async fn memories(State(st): State<AppState>, ApiQuery(q): ApiQuery<MemoriesQuer
                 Ok(json!({"query": r.query, "hits": r.hits}))
             }
             None => {
-                let ms = e.list(&tags, kind, limit, before, include_expired)?;
+                let ms = e.list(&crate::engine::ListQuery { tags: &tags, kind, limit, before, include_expired })?;
                 let next = if ms.len() == limit { ms.last().map(|m| m.id) } else { None };
                 Ok(json!({"memories": ms, "next_before": next}))
             }

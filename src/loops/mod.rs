@@ -209,8 +209,8 @@ pub fn runs_page(engine: &Engine, name: Option<&str>, limit: usize, before: Opti
         params::validate_name(n)?;
     }
     let rows = engine.store().run_page(name, limit, before)?;
-    let next = if rows.len() == limit { rows.last().map(|(rowid, _)| *rowid) } else { None };
-    Ok((rows.into_iter().map(|(_, r)| r).collect(), next))
+    let next = if rows.len() == limit { rows.last().map(|r| r.cursor) } else { None };
+    Ok((rows.into_iter().map(|r| r.run).collect(), next))
 }
 
 /// A loop name with its number of runs and its newest run.
@@ -227,7 +227,7 @@ pub struct LoopSummary {
 pub fn loop_names(engine: &Engine, limit: usize) -> Result<Vec<LoopSummary>> {
     let store = engine.store();
     let mut out = Vec::new();
-    for (name, runs, last_run_id) in store.loop_names(limit)? {
+    for crate::storage::LoopName { name, runs, last_run_id } in store.loop_names(limit)? {
         let last = store.run_get(&last_run_id)?;
         out.push(LoopSummary {
             name,

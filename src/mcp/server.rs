@@ -351,7 +351,14 @@ impl SlmServer {
     async fn list_memories(&self, Parameters(a): Parameters<ListArgs>) -> Result<Json<MemoriesOut>, ToolError> {
         self.blocking(move |e| {
             let kind = crate::memory::parse_kind_filter("kind", a.kind.as_deref().unwrap_or("memory"))?;
-            Ok(MemoriesOut { memories: e.list(&a.tags, kind, limit("limit", a.limit)?, a.before, a.include_expired)? })
+            let q = crate::engine::ListQuery {
+                tags: &a.tags,
+                kind,
+                limit: limit("limit", a.limit)?,
+                before: a.before,
+                include_expired: a.include_expired,
+            };
+            Ok(MemoriesOut { memories: e.list(&q)? })
         })
         .await
     }

@@ -9,7 +9,10 @@
 use std::path::{Path, PathBuf};
 
 use super::pg::{PgStore, PgUrl};
-use super::{ExportItem, LapOut, LapRow, LapWrite, NewRow, RunEnd, RunOut, RunRow, SqliteStore, StepWrite, VectorVisitor};
+use super::{
+    Counts, ExportItem, IdMarks, Inserted, LapOut, LapRow, LapWrite, ListFilter, LoopName, NewRow, PagedRun, PendingRow, RunEnd, RunOut,
+    RunRow, SqliteStore, StepWrite, StoredVector, VectorVisitor,
+};
 use crate::memory::{Kind, Memory};
 use crate::record::RunStatus;
 use crate::Result;
@@ -132,7 +135,7 @@ impl Store {
     pub fn find_dedup(&self, key: &[u8]) -> Result<Option<i64>> {
         both!(self, s => s.find_dedup(key))
     }
-    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {
+    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<Inserted>> {
         both!(self, s => s.insert(rows))
     }
     pub fn forget(&mut self, ids: &[i64]) -> Result<Vec<i64>> {
@@ -141,16 +144,9 @@ impl Store {
     pub fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>> {
         both!(self, s => s.get_many(ids))
     }
-    /// Memories newest first; with `live_at`, only those not expired at that time.
-    pub fn list(
-        &self,
-        tags: &[String],
-        kind: Option<Kind>,
-        limit: usize,
-        before: Option<i64>,
-        live_at: Option<&str>,
-    ) -> Result<Vec<Memory>> {
-        both!(self, s => s.list(tags, kind, limit, before, live_at))
+    /// Memories newest first, as `filter` narrows them.
+    pub fn list(&self, filter: &ListFilter<'_>) -> Result<Vec<Memory>> {
+        both!(self, s => s.list(filter))
     }
     /// Memories that have expired at `now`.
     pub fn expired_ids(&self, now: &str) -> Result<Vec<i64>> {
@@ -166,7 +162,7 @@ impl Store {
     pub fn bulk_mode(&mut self) -> Result<()> {
         both!(self, s => s.bulk_mode())
     }
-    pub fn counts(&self) -> Result<(u64, u64)> {
+    pub fn counts(&self) -> Result<Counts> {
         both!(self, s => s.counts())
     }
     pub fn max_id(&self) -> Result<i64> {
@@ -176,7 +172,7 @@ impl Store {
         both!(self, s => s.last_id_before(at))
     }
     /// `(max_id, max_issued_id)`: one round trip on PostgreSQL; the issued id read second.
-    pub fn id_marks(&self) -> Result<(i64, i64)> {
+    pub fn id_marks(&self) -> Result<IdMarks> {
         both!(self, s => s.id_marks())
     }
     pub fn vector_blobs(&self, ids: &[i64]) -> Result<std::collections::HashMap<i64, Vec<u8>>> {
@@ -191,7 +187,7 @@ impl Store {
     pub fn ids_with_all_tags_in(&self, tags: &[String], after: i64, upto: i64) -> Result<Vec<i64>> {
         both!(self, s => s.ids_with_all_tags_in(tags, after, upto))
     }
-    pub fn pending_rows(&self, limit: usize) -> Result<Vec<(i64, String)>> {
+    pub fn pending_rows(&self, limit: usize) -> Result<Vec<PendingRow>> {
         both!(self, s => s.pending_rows(limit))
     }
     /// True when this process may backfill pending vectors now: always on SQLite; on
@@ -210,7 +206,7 @@ impl Store {
     pub fn set_embeddings(&mut self, rows: &[(i64, Vec<f32>)]) -> Result<usize> {
         both!(self, s => s.set_embeddings(rows))
     }
-    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
+    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<StoredVector>> {
         both!(self, s => s.vectors_or_content(ids))
     }
     pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
@@ -293,10 +289,10 @@ impl Store {
     pub fn run_history(&self, name: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
         both!(self, s => s.run_history(name, limit))
     }
-    pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<(i64, RunRow)>> {
+    pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<PagedRun>> {
         both!(self, s => s.run_page(name, limit, before))
     }
-    pub fn loop_names(&self, limit: usize) -> Result<Vec<(String, i64, String)>> {
+    pub fn loop_names(&self, limit: usize) -> Result<Vec<LoopName>> {
         both!(self, s => s.loop_names(limit))
     }
     pub fn run_laps(&self, run_id: &str, limit: usize) -> Result<Vec<LapRow>> {

@@ -13,6 +13,23 @@ use super::SqliteStore;
 use crate::record::{RunParams, RunStatus};
 use crate::Result;
 
+/// A run of a page of runs ([`crate::storage::Store::run_page`]) with its cursor: the next
+/// page starts `before` the last one's.
+#[derive(Debug, Clone)]
+pub struct PagedRun {
+    pub cursor: i64,
+    pub run: RunRow,
+}
+
+/// A loop name with its number of runs and its newest run's id
+/// ([`crate::storage::Store::loop_names`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoopName {
+    pub name: String,
+    pub runs: i64,
+    pub last_run_id: String,
+}
+
 /// A run row as stored, typed: the status and the params are parsed once, here.
 #[derive(Debug, Clone)]
 pub struct RunRow {
@@ -196,7 +213,7 @@ impl SqliteStore {
         let db_err = |source| super::db_error(&path, source);
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
         for w in laps {
-            let (id, _) = super::insert_row(&tx, &w.memory, &w.lap.ts).map_err(db_err)?;
+            let id = super::insert_row(&tx, &w.memory, &w.lap.ts).map_err(db_err)?.id;
             let lap = w.lap;
             tx.prepare_cached(
                 "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
@@ -294,7 +311,7 @@ impl SqliteStore {
                 created_at: Some(ts),
                 expires_at: None,
             };
-            let (id, _) = super::insert_row(&tx, &row, ts).map_err(db_err)?;
+            let id = super::insert_row(&tx, &row, ts).map_err(db_err)?.id;
             tx.prepare_cached("UPDATE loop_laps SET memory_id = ?2 WHERE seq = ?1")
                 .and_then(|mut st| st.execute(params![seq, id]))
                 .map_err(db_err)?;
@@ -431,7 +448,7 @@ impl SqliteStore {
 
     /// A page of runs newest first (by start order), of one loop or of all, with their rowids
     /// so the next page can start `before` the last one.
-    pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<(i64, RunRow)>> {
+    pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<PagedRun>> {
         let filter = if name.is_some() { "name = ?1" } else { "?1 = ?1" };
         // rowid comes last, after the columns `raw_run` reads by position.
         let sql = format!("SELECT {RUN_COLUMNS}, rowid FROM loop_runs WHERE {filter} AND rowid < ?2 ORDER BY rowid DESC LIMIT ?3");
@@ -439,11 +456,11 @@ impl SqliteStore {
         let rows = stmt
             .query_map(params![name.unwrap_or(""), before.unwrap_or(i64::MAX), limit as i64], |r| Ok((r.get(12)?, raw_run(r)?)))
             .map_err(|e| self.err(e))?;
-        rows.map(|r| r.map_err(|e| self.err(e)).and_then(|(rowid, raw)| Ok((rowid, raw.typed()?)))).collect()
+        rows.map(|r| r.map_err(|e| self.err(e)).and_then(|(cursor, raw)| Ok(PagedRun { cursor, run: raw.typed()? }))).collect()
     }
 
     /// Every loop name with its number of runs and its newest run id, by newest run first.
-    pub fn loop_names(&self, limit: usize) -> Result<Vec<(String, i64, String)>> {
+    pub fn loop_names(&self, limit: usize) -> Result<Vec<LoopName>> {
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -452,7 +469,9 @@ impl SqliteStore {
                  ORDER BY last DESC LIMIT ?1",
             )
             .map_err(|e| self.err(e))?;
-        let rows = stmt.query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([limit as i64], |r| Ok(LoopName { name: r.get(0)?, runs: r.get(1)?, last_run_id: r.get(2)? }))
+            .map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
     }
 

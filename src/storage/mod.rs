@@ -26,7 +26,7 @@ pub mod writer;
 pub use backend::{Location, Store, PG_MARK};
 pub use pg::{PgUrl, PG_SCHEMA_VERSION};
 
-pub use ledger::{LapRow, LapWrite, RunEnd, RunRow, StepWrite};
+pub use ledger::{LapRow, LapWrite, LoopName, PagedRun, RunEnd, RunRow, StepWrite};
 pub use transfer::{ExportItem, LapOut, MemoryOut, RunOut};
 
 use std::collections::HashMap;
@@ -134,6 +134,69 @@ fn run_check(conn: &Connection, full: bool) -> rusqlite::Result<String> {
         out.push_str(&format!("; ... ({} findings)", lines.len()));
     }
     Ok(out)
+}
+
+/// What [`Store::insert`] did with one row: the id it has, and whether an equal row (same
+/// kind, content and tags) was already stored, whose id that is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Inserted {
+    pub id: i64,
+    pub deduped: bool,
+}
+
+/// Rows by kind ([`Store::counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Memories written by agents (`kind = memory`).
+    pub memories: u64,
+    /// Loop ledger laps (`kind = lap`).
+    pub laps: u64,
+}
+
+/// The two id watermarks of a store ([`Store::id_marks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdMarks {
+    /// The largest id stored (0 when empty); goes down when the newest rows are forgotten.
+    pub max: i64,
+    /// The largest id ever issued; never goes down (unless an older copy is restored).
+    pub issued: i64,
+}
+
+/// A row stored without a vector yet, to embed ([`Store::pending_rows`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingRow {
+    pub id: i64,
+    pub content: String,
+}
+
+/// A row's stored vector bytes, empty when it has none yet, and its text to embed then
+/// ([`Store::vectors_or_content`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredVector {
+    pub id: i64,
+    pub blob: Vec<u8>,
+    pub content: String,
+}
+
+/// Which memories [`Store::list`] returns, newest first.
+#[derive(Debug, Clone, Copy)]
+pub struct ListFilter<'a> {
+    /// Only rows carrying every one of these tags (normalised, deduplicated; empty: any).
+    pub tags: &'a [String],
+    pub kind: Option<Kind>,
+    pub limit: usize,
+    /// Only ids below this one (paging).
+    pub before: Option<i64>,
+    /// Only rows that have not expired at this time (RFC 3339 UTC); `None`: expired too.
+    pub live_at: Option<&'a str>,
+}
+
+impl ListFilter<'_> {
+    /// The newest `limit` rows of any kind, tags and expiry (narrow it with struct update:
+    /// `ListFilter { kind: Some(Kind::Lap), ..ListFilter::newest(10) }`).
+    pub fn newest(limit: usize) -> ListFilter<'static> {
+        ListFilter { tags: &[], kind: None, limit, before: None, live_at: None }
+    }
 }
 
 /// A row to insert: everything but the id, which the store assigns.
@@ -457,9 +520,9 @@ impl SqliteStore {
             .map_err(|e| self.err(e))
     }
 
-    /// Inserts rows in one short transaction. Returns `(id, deduped)` for each row, in order;
-    /// a row whose (kind, content, tags) is already stored returns the existing id.
-    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {
+    /// Inserts rows in one short transaction. Returns what became of each row, in order; a
+    /// row whose (kind, content, tags) is already stored returns the existing id.
+    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<Inserted>> {
         // A no-op inside a transaction, so it brackets the transaction (see `bulk_mode`).
         let bulk = self.bulk.is_some();
         let fk =
@@ -532,14 +595,8 @@ impl SqliteStore {
 
     /// Lists memories newest first, optionally only those carrying every tag in `tags`,
     /// only of `kind`, and only with ids below `before` (for paging).
-    pub fn list(
-        &self,
-        tags: &[String],
-        kind: Option<Kind>,
-        limit: usize,
-        before: Option<i64>,
-        live_at: Option<&str>,
-    ) -> Result<Vec<Memory>> {
+    pub fn list(&self, f: &ListFilter<'_>) -> Result<Vec<Memory>> {
+        let ListFilter { tags, kind, limit, before, live_at } = *f;
         let mut sql = String::from(
             "SELECT m.id, m.kind, m.content, m.created_at,
                     (SELECT group_concat(tag, char(10)) FROM
@@ -620,15 +677,15 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Counts rows of each kind: `(memories, laps)`.
-    pub fn counts(&self) -> Result<(u64, u64)> {
+    /// Counts rows of each kind.
+    pub fn counts(&self) -> Result<Counts> {
         let count = |k: Kind| -> Result<u64> {
             self.conn
                 .query_row("SELECT count(*) FROM memories WHERE kind = ?1", [k.as_str()], |r| r.get::<_, i64>(0))
                 .map(|n| n as u64)
                 .map_err(|e| self.err(e))
         };
-        Ok((count(Kind::Memory)?, count(Kind::Lap)?))
+        Ok(Counts { memories: count(Kind::Memory)?, laps: count(Kind::Lap)? })
     }
 
     /// The largest id ever stored (0 for an empty store).
@@ -661,8 +718,8 @@ impl SqliteStore {
     }
 
     /// The largest id stored and the largest ever issued.
-    pub fn id_marks(&self) -> Result<(i64, i64)> {
-        Ok((self.max_id()?, self.max_issued_id()?))
+    pub fn id_marks(&self) -> Result<IdMarks> {
+        Ok(IdMarks { max: self.max_id()?, issued: self.max_issued_id()? })
     }
 
     /// Visits the vectors of every row with `id > after`, in id order, optionally of one kind.
@@ -691,13 +748,13 @@ impl SqliteStore {
         self.ids_with_all_tags_in(tags, 0, i64::MAX)
     }
 
-    /// Rows stored without a vector yet: `(id, content)`, oldest first.
-    pub fn pending_rows(&self, limit: usize) -> Result<Vec<(i64, String)>> {
+    /// Rows stored without a vector yet, oldest first.
+    pub fn pending_rows(&self, limit: usize) -> Result<Vec<PendingRow>> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT id, content FROM memories WHERE length(embedding) = 0 ORDER BY id LIMIT ?1")
             .map_err(|e| self.err(e))?;
-        let rows = stmt.query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
+        let rows = stmt.query_map([limit as i64], |r| Ok(PendingRow { id: r.get(0)?, content: r.get(1)? })).map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>().map_err(|e| self.err(e))
     }
 
@@ -718,15 +775,15 @@ impl SqliteStore {
         Ok(n)
     }
 
-    /// For each id that exists: `(id, embedding bytes (empty if not embedded yet), content)`.
-    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
+    /// For each id that exists: its embedding bytes (empty if not embedded yet) and content.
+    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<StoredVector>> {
         let mut stmt = self.conn.prepare_cached("SELECT embedding, content FROM memories WHERE id = ?1").map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for &id in ids {
             if let Some((blob, content)) =
                 stmt.query_row([id], |r| Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?))).optional().map_err(|e| self.err(e))?
             {
-                out.push((id, blob, content));
+                out.push(StoredVector { id, blob, content });
             }
         }
         Ok(out)
@@ -799,7 +856,7 @@ impl SqliteStore {
 /// Inserts one row and its tags inside `tx`: `(id, deduped)`. A row whose (kind, content,
 /// tags) is already stored keeps its id (`ON CONFLICT DO NOTHING` makes two processes storing
 /// the same text at once harmless).
-fn insert_row(tx: &rusqlite::Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> rusqlite::Result<(i64, bool)> {
+fn insert_row(tx: &rusqlite::Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> rusqlite::Result<Inserted> {
     let key = row_key(row.kind, row.content, row.tags, created_at);
     let n = tx
         .prepare_cached(
@@ -814,14 +871,14 @@ fn insert_row(tx: &rusqlite::Transaction<'_>, row: &NewRow<'_>, created_at: &str
             tx.prepare_cached("UPDATE memories SET expires_at = ?2 WHERE id = ?1 AND expires_at IS NOT ?2")?
                 .execute(params![id, row.expires_at])?;
         }
-        return Ok((id, true));
+        return Ok(Inserted { id, deduped: true });
     }
     let id = tx.last_insert_rowid();
     let mut tag = tx.prepare_cached("INSERT OR IGNORE INTO memory_tags(memory_id, tag) VALUES (?1, ?2)")?;
     for t in row.tags {
         tag.execute(params![id, t])?;
     }
-    Ok((id, false))
+    Ok(Inserted { id, deduped: false })
 }
 
 /// A tag set as one JSON array parameter, for `json_each`.
@@ -858,15 +915,16 @@ mod tests {
             NewRow { kind: Kind::Memory, content: "all of them", tags: &tags, embedding: &v, created_at: None, expires_at: None },
             NewRow { kind: Kind::Memory, content: "most of them", tags: &tags[1..], embedding: &v, created_at: None, expires_at: None },
         ];
-        let ids: Vec<i64> = store.insert(&rows).unwrap().into_iter().map(|(id, _)| id).collect();
+        let ids: Vec<i64> = store.insert(&rows).unwrap().into_iter().map(|r| r.id).collect();
         assert_eq!(store.ids_with_all_tags(&tags).unwrap(), vec![ids[0]]);
         assert_eq!(store.ids_with_all_tags(&tags[1..]).unwrap(), ids);
         assert_eq!(store.ids_with_all_tags_in(&tags[1..], ids[0], i64::MAX).unwrap(), vec![ids[1]]);
-        let listed: Vec<i64> = store.list(&tags, None, 10, None, None).unwrap().iter().map(|m| m.id).collect();
+        let listed: Vec<i64> = store.list(&ListFilter { tags: &tags, ..ListFilter::newest(10) }).unwrap().iter().map(|m| m.id).collect();
         assert_eq!(listed, vec![ids[0]]);
-        let listed: Vec<i64> = store.list(&tags[1..], None, 10, None, None).unwrap().iter().map(|m| m.id).collect();
+        let listed: Vec<i64> =
+            store.list(&ListFilter { tags: &tags[1..], ..ListFilter::newest(10) }).unwrap().iter().map(|m| m.id).collect();
         assert_eq!(listed, vec![ids[1], ids[0]]);
-        assert!(store.list(&["absent".to_string()], None, 10, None, None).unwrap().is_empty());
+        assert!(store.list(&ListFilter { tags: &["absent".to_string()], ..ListFilter::newest(10) }).unwrap().is_empty());
     }
 
     /// Bulk inserts with the checkpoints on their own thread: every row is stored, the log is
@@ -894,7 +952,7 @@ mod tests {
                 .iter()
                 .map(|t| NewRow { kind: Kind::Memory, content: t, tags: &tags, embedding: &v, created_at: None, expires_at: None })
                 .collect();
-            assert!(store.insert(&rows).unwrap().iter().all(|(_, deduped)| !deduped));
+            assert!(store.insert(&rows).unwrap().iter().all(|r| !r.deduped));
             wal_max = wal_max.max(std::fs::metadata(path.with_extension("db-wal")).map_or(0, |m| m.len()));
             store.bulk.as_ref().unwrap().settle();
         }
@@ -905,7 +963,7 @@ mod tests {
         assert!(wal_max < 400 * page, "the log grew to {wal_max} bytes");
         store.bulk = None;
         let other = SqliteStore::open(&path).unwrap();
-        assert_eq!(other.counts().unwrap(), ((batches * per) as u64, 0));
+        assert_eq!(other.counts().unwrap(), Counts { memories: (batches * per) as u64, laps: 0 });
         assert_eq!(other.ids_with_all_tags(&tags).unwrap().len(), batches * per);
     }
 
@@ -979,10 +1037,10 @@ mod tests {
             expires_at: None,
         };
         let first = store.insert(&[row(0), row(1)]).unwrap();
-        assert!(first.iter().all(|(_, deduped)| !deduped) && first[0].0 != first[1].0, "{first:?}");
-        assert_eq!(store.insert(&[row(1)]).unwrap(), [(first[1].0, true)]);
+        assert!(first.iter().all(|r| !r.deduped) && first[0].id != first[1].id, "{first:?}");
+        assert_eq!(store.insert(&[row(1)]).unwrap(), [Inserted { id: first[1].id, deduped: true }]);
         let find_new = |at: Option<&str>| find_row(|k| store.find_dedup(k), Kind::Lap, "loop new lap 1: continue", &tags, at).unwrap();
-        assert_eq!(find_new(Some(at[0])), Some(first[0].0));
+        assert_eq!(find_new(Some(at[0])), Some(first[0].id));
         assert_eq!(find_new(None), None, "a time-keyed lap is found only with its time");
         // Memories keep content dedup whatever their time.
         let m = |at: &'static str| NewRow {
@@ -994,7 +1052,7 @@ mod tests {
             expires_at: None,
         };
         let a = store.insert(&[m(at[0])]).unwrap()[0];
-        assert_eq!(store.insert(&[m(at[1])]).unwrap(), [(a.0, true)]);
+        assert_eq!(store.insert(&[m(at[1])]).unwrap(), [Inserted { id: a.id, deduped: true }]);
     }
 
     /// Laps recorded as rows alone get their ledger memories from the fold: the text, tags
@@ -1062,7 +1120,10 @@ mod tests {
             })
             .collect();
         store.laps_insert(&writes).unwrap();
-        assert!(store.list(&[], Some(Kind::Lap), 10, None, None).unwrap().is_empty(), "rows alone until the fold");
+        assert!(
+            store.list(&ListFilter { kind: Some(Kind::Lap), ..ListFilter::newest(10) }).unwrap().is_empty(),
+            "rows alone until the fold"
+        );
         // Run b's lap 2 already has its memory (written by someone else, same text and time).
         let b2 = NewRow {
             kind: Kind::Lap,
@@ -1072,7 +1133,7 @@ mod tests {
             created_at: Some(&rows[3].1.ts),
             expires_at: None,
         };
-        let b2_id = store.insert(&[b2]).unwrap()[0].0;
+        let b2_id = store.insert(&[b2]).unwrap()[0].id;
 
         assert_eq!(store.laps_fold(100).unwrap(), 6);
         assert_eq!(store.laps_fold(100).unwrap(), 0, "nothing left");
@@ -1092,6 +1153,6 @@ mod tests {
                 assert_eq!(ids[1], b2_id, "the memory already written is linked, not doubled");
             }
         }
-        assert_eq!(store.list(&[], Some(Kind::Lap), 10, None, None).unwrap().len(), 6);
+        assert_eq!(store.list(&ListFilter { kind: Some(Kind::Lap), ..ListFilter::newest(10) }).unwrap().len(), 6);
     }
 }

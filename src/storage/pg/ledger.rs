@@ -9,7 +9,7 @@ use crate::feed::Topic;
 use crate::record::RunStatus;
 pub(super) use crate::storage::ledger::LAP_COLUMNS;
 use crate::storage::ledger::{RawRun, RUN_COLUMNS};
-use crate::storage::{LapRow, LapWrite, RunEnd, RunRow, StepWrite};
+use crate::storage::{LapRow, LapWrite, LoopName, PagedRun, RunEnd, RunRow, StepWrite};
 use crate::Result;
 
 impl PgStore {
@@ -68,7 +68,7 @@ impl PgStore {
         let r = (|| {
             let mut tx = begin_inserts(&mut c)?;
             for w in laps {
-                let (id, _) = insert_row(&mut tx, &w.memory, &w.lap.ts)?;
+                let id = insert_row(&mut tx, &w.memory, &w.lap.ts)?.id;
                 let l = w.lap;
                 tx.execute(
                     "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
@@ -191,11 +191,11 @@ impl PgStore {
     }
 
     pub fn run_history(&self, name: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
-        Ok(self.run_page(name, limit, None)?.into_iter().map(|(_, r)| r).collect())
+        Ok(self.run_page(name, limit, None)?.into_iter().map(|r| r.run).collect())
     }
 
     /// A page of runs newest first (start order), with their sequence numbers for paging.
-    pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<(i64, RunRow)>> {
+    pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<PagedRun>> {
         let rows = self
             .client()?
             .query(
@@ -206,10 +206,10 @@ impl PgStore {
                 &[&name, &before.unwrap_or(i64::MAX), &(limit as i64)],
             )
             .map_err(|e| self.err(e))?;
-        rows.iter().map(|r| Ok((r.get(13), self.run_row(r)?))).collect()
+        rows.iter().map(|r| Ok(PagedRun { cursor: r.get(13), run: self.run_row(r)? })).collect()
     }
 
-    pub fn loop_names(&self, limit: usize) -> Result<Vec<(String, i64, String)>> {
+    pub fn loop_names(&self, limit: usize) -> Result<Vec<LoopName>> {
         let rows = self
             .client()?
             .query(
@@ -219,7 +219,7 @@ impl PgStore {
                 &[&(limit as i64)],
             )
             .map_err(|e| self.err(e))?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+        Ok(rows.iter().map(|r| LoopName { name: r.get(0), runs: r.get(1), last_run_id: r.get(2) }).collect())
     }
 
     pub fn run_laps_after(&self, run_id: &str, after: i64, limit: usize) -> Result<Vec<LapRow>> {

@@ -42,7 +42,7 @@ use ::postgres::{Client, Config, NoTls, Transaction};
 
 use self::tls::Connector;
 
-use super::{row_key, NewRow, VectorVisitor};
+use super::{row_key, Counts, IdMarks, Inserted, ListFilter, NewRow, PendingRow, StoredVector, VectorVisitor};
 use crate::feed::Topic;
 use crate::memory::{now_rfc3339, Kind, Memory};
 use crate::{Error, Result};
@@ -380,7 +380,7 @@ impl PgStore {
     }
 
     /// Inserts rows in one transaction, in commit order (see the module docs).
-    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<(i64, bool)>> {
+    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<Inserted>> {
         let topic = if rows.iter().any(|r| r.kind == Kind::Memory) { Topic::Memories } else { Topic::Ledger };
         let mut c = self.client()?;
         let r = (|| {
@@ -418,14 +418,8 @@ impl PgStore {
         Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
     }
 
-    pub fn list(
-        &self,
-        tags: &[String],
-        kind: Option<Kind>,
-        limit: usize,
-        before: Option<i64>,
-        live_at: Option<&str>,
-    ) -> Result<Vec<Memory>> {
+    pub fn list(&self, f: &ListFilter<'_>) -> Result<Vec<Memory>> {
+        let ListFilter { tags, kind, limit, before, live_at } = *f;
         let kind = kind.map(|k| k.as_str().to_string());
         let tags = tags.to_vec();
         let sql = format!(
@@ -457,12 +451,12 @@ impl PgStore {
         Ok(())
     }
 
-    pub fn counts(&self) -> Result<(u64, u64)> {
+    pub fn counts(&self) -> Result<Counts> {
         let row = self
             .client()?
             .query_one("SELECT count(*) FILTER (WHERE kind = 'memory'), count(*) FILTER (WHERE kind = 'lap') FROM memories", &[])
             .map_err(|e| self.err(e))?;
-        Ok((row.get::<_, i64>(0) as u64, row.get::<_, i64>(1) as u64))
+        Ok(Counts { memories: row.get::<_, i64>(0) as u64, laps: row.get::<_, i64>(1) as u64 })
     }
 
     pub fn max_id(&self) -> Result<i64> {
@@ -472,7 +466,7 @@ impl PgStore {
 
     /// The largest id stored, and the largest the sequence has handed out (never goes down,
     /// like `AUTOINCREMENT`), in one round trip.
-    pub fn id_marks(&self) -> Result<(i64, i64)> {
+    pub fn id_marks(&self) -> Result<IdMarks> {
         let row = self
             .client()?
             .query_typed_one(
@@ -481,7 +475,7 @@ impl PgStore {
                 &[],
             )
             .map_err(|e| self.err(e))?;
-        Ok((row.get(0), row.get(1)))
+        Ok(IdMarks { max: row.get(0), issued: row.get(1) })
     }
 
     /// The stored vector bytes of those of `ids` that exist, in one round trip.
@@ -527,12 +521,12 @@ impl PgStore {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    pub fn pending_rows(&self, limit: usize) -> Result<Vec<(i64, String)>> {
+    pub fn pending_rows(&self, limit: usize) -> Result<Vec<PendingRow>> {
         let rows = self
             .client()?
             .query("SELECT id, content FROM memories WHERE octet_length(embedding) = 0 ORDER BY id LIMIT $1", &[&(limit as i64)])
             .map_err(|e| self.err(e))?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        Ok(rows.iter().map(|r| PendingRow { id: r.get(0), content: r.get(1) }).collect())
     }
 
     /// Takes `BACKFILL_LOCK` for this session if no other session holds it. Every `loop run`
@@ -567,11 +561,11 @@ impl PgStore {
         Ok(n)
     }
 
-    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>, String)>> {
+    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<StoredVector>> {
         let rows =
             self.client()?.query("SELECT id, embedding, content FROM memories WHERE id = ANY($1)", &[&ids]).map_err(|e| self.err(e))?;
         let mut by_id: std::collections::HashMap<i64, (Vec<u8>, String)> = rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
-        Ok(ids.iter().filter_map(|id| by_id.remove(id).map(|(b, c)| (*id, b, c))).collect())
+        Ok(ids.iter().filter_map(|id| by_id.remove(id).map(|(blob, content)| StoredVector { id: *id, blob, content })).collect())
     }
 
     /// See [`crate::storage::SqliteStore::last_id_before`].
@@ -669,7 +663,7 @@ fn notify(tx: &mut Transaction<'_>, topic: Topic) -> Result<(), ::postgres::Erro
 }
 
 /// Inserts one row and its tags (the caller holds [`IDS_LOCK`]): `(id, deduped)`.
-fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> Result<(i64, bool), ::postgres::Error> {
+fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> Result<Inserted, ::postgres::Error> {
     let key = row_key(row.kind, row.content, row.tags, created_at);
     let blob = crate::spaces::to_blob(row.embedding);
     let inserted = tx.query_typed_opt(
@@ -693,7 +687,7 @@ fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> R
                 &[(&id, Type::INT8), (&row.expires_at, Type::TEXT)],
             )?;
         }
-        return Ok((id, true));
+        return Ok(Inserted { id, deduped: true });
     };
     let id: i64 = r.get(0);
     if !row.tags.is_empty() {
@@ -702,7 +696,7 @@ fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> R
             &[(&id, Type::INT8), (&row.tags, Type::TEXT_ARRAY)],
         )?;
     }
-    Ok((id, false))
+    Ok(Inserted { id, deduped: false })
 }
 
 #[cfg(test)]
