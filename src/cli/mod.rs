@@ -241,11 +241,11 @@ enum PluginCommand {
 /// The repository holding `plugin/` and `codex/`: walking up from the (symlink-resolved)
 /// executable, then from the working directory.
 /// The folder holding the plugin marketplace (`.claude-plugin/marketplace.json`, `plugin/`,
-/// `codex/`): the installed wheel's copy (`PREFIX/share/slm/marketplace`, beside its models),
+/// `codex/`): the installed wheel's copy (`PREFIX/share/slm-memory/marketplace`, beside its models),
 /// else the repository the binary or the working directory is in.
 fn plugin_root() -> slm::Result<PathBuf> {
     let exe = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok());
-    let installed = exe.as_deref().and_then(|p| p.parent()?.parent()).map(|prefix| prefix.join("share/slm/marketplace"));
+    let installed = exe.as_deref().and_then(|p| p.parent()?.parent()).map(|prefix| prefix.join("share/slm-memory/marketplace"));
     if let Some(dir) = installed.filter(|d| d.join("plugin/.claude-plugin/plugin.json").is_file()) {
         return Ok(dir);
     }

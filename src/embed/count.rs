@@ -203,6 +203,8 @@ impl Stamp {
 #[derive(Serialize, Deserialize)]
 struct CacheHeader {
     version: u32,
+    /// The slm that wrote it (the normaliser's serialised form is the `tokenizers` crate's).
+    slm: String,
     source: Stamp,
     normalizer: NormalizerWrapper,
     pre_tokenizer: PreTokenizerWrapper,
@@ -217,14 +219,19 @@ struct CacheHeader {
 /// The derived file's format; another version is rebuilt.
 const CACHE_VERSION: u32 = 1;
 
+/// The derived file's last line: holds spaces, so it is no vocabulary string (a BERT
+/// vocabulary has none); a file cut anywhere lacks it.
+const CACHE_END: &str = "end of vocabulary";
+
 impl LeanBert {
     /// The lean counter from its derived file, if that file is whole and was made from the
     /// tokenizer file as it is now.
     fn from_cache(bytes: &[u8], source: Stamp) -> Option<LeanBert> {
         let text = std::str::from_utf8(bytes).ok()?;
         let (first, rest) = text.split_once('\n')?;
+        let rest = rest.strip_suffix(CACHE_END)?;
         let h: CacheHeader = serde_json::from_str(first).ok()?;
-        if h.version != CACHE_VERSION || h.source != source {
+        if h.version != CACHE_VERSION || h.source != source || h.slm != env!("CARGO_PKG_VERSION") {
             return None;
         }
         let mut vocab = FastSet::with_capacity_and_hasher(h.words, Default::default());
@@ -248,11 +255,12 @@ impl LeanBert {
     /// the parse. A vocabulary string holding a newline or empty (none in a BERT vocabulary)
     /// cannot be written this way, and nothing is.
     fn write_cache(&self, path: &std::path::Path, source: Stamp) {
-        if self.vocab.iter().any(|w| w.is_empty() || w.contains('\n')) {
+        if self.vocab.iter().any(|w| w.is_empty() || w.contains('\n') || w.as_ref() == CACHE_END) {
             return;
         }
         let header = CacheHeader {
             version: CACHE_VERSION,
+            slm: env!("CARGO_PKG_VERSION").to_string(),
             source,
             normalizer: self.normalizer.clone(),
             pre_tokenizer: self.pre_tokenizer.clone(),
@@ -267,7 +275,12 @@ impl LeanBert {
             out.push('\n');
             out.push_str(w);
         }
-        let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+        out.push('\n');
+        out.push_str(CACHE_END);
+        // Unique per process and per call: two threads of one process may both write it.
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
         let written = path.parent().is_some_and(|d| std::fs::create_dir_all(d).is_ok())
             && std::fs::write(&tmp, out).is_ok()
             && std::fs::rename(&tmp, path).is_ok();
@@ -527,8 +540,9 @@ mod tests {
         check(&TokenCounter::from_file_cached(source.clone(), Some(cache.clone())).unwrap());
         assert!(LeanBert::from_cache(&std::fs::read(&cache).unwrap(), Stamp::of(&source).unwrap()).is_some(), "rebuilt");
         // A cut-off or damaged file is not used.
-        let cut = &written[..written.len() / 2];
-        assert!(LeanBert::from_cache(cut, stamp).is_none());
+        for cut in [&written[..written.len() / 2], &written[..written.len() - 1]] {
+            assert!(LeanBert::from_cache(cut, stamp).is_none(), "a file cut at {} bytes was used", cut.len());
+        }
         std::fs::write(&cache, b"{not json\nx").unwrap();
         check(&TokenCounter::from_file_cached(source, Some(cache)).unwrap());
     }

@@ -4,7 +4,7 @@
 //! this order:
 //! 1. `$SLM_MODELS` (a folder laid out like the repository's `models/`);
 //! 2. the installed package's files: the Python wheel (`scripts/build-wheel.sh`) installs the
-//!    binary as `PREFIX/bin/slm` and the models as `PREFIX/share/slm/models/`, so the binary
+//!    binary as `PREFIX/bin/slm` and the models as `PREFIX/share/slm-memory/models/`, so the binary
 //!    looks two levels up from its own (symlinks resolved, as `uv tool` and `pipx` link it);
 //! 3. the repository's `models/`, filled by `scripts/setup.sh`: the first `models/` walking up
 //!    from the binary (so `target/release/slm` finds it two levels up), then from the working
@@ -34,7 +34,7 @@ const ORT_FILE: &str = "libonnxruntime.so.1.31.1";
 /// The files a model folder must hold.
 pub const MODEL_FILES: [&str; 5] = ["model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"];
 /// Where an installed package keeps the models, relative to its prefix (the folder above `bin/`).
-pub const PACKAGE_MODELS: &str = "share/slm/models";
+pub const PACKAGE_MODELS: &str = "share/slm-memory/models";
 
 const HINT: &str = "install the slm-memory package (pip install slm-memory), run scripts/setup.sh from the slm repository, \
                     or set SLM_MODELS";
@@ -44,10 +44,12 @@ const HINT: &str = "install the slm-memory package (pip install slm-memory), run
 pub enum Source {
     /// `$SLM_MODELS`.
     Env,
-    /// The installed package's files (`PREFIX/share/slm/models`).
+    /// The installed package's files (`PREFIX/share/slm-memory/models`).
     Package,
     /// A repository's `models/` (scripts/setup.sh).
     Repository,
+    /// `$SLM_MODEL_DIR` named the embedding model's own folder.
+    ModelDir,
 }
 
 impl Source {
@@ -57,6 +59,7 @@ impl Source {
             Source::Env => "SLM_MODELS",
             Source::Package => "installed package",
             Source::Repository => "repository",
+            Source::ModelDir => "SLM_MODEL_DIR",
         }
     }
 }
@@ -76,7 +79,7 @@ pub struct ModelFiles {
     pub model_dir: PathBuf,
     /// The ONNX Runtime shared library.
     pub ort_lib: PathBuf,
-    /// Where the models folder came from (`None`: `SLM_MODEL_DIR` named the model's folder).
+    /// Where the model's folder came from (`None`: given by a caller, not looked up).
     pub source: Option<Source>,
 }
 
@@ -85,7 +88,7 @@ impl ModelFiles {
     pub fn locate() -> Result<Self> {
         let env_model = env_path("SLM_MODEL_DIR");
         let (model_dir, source, root) = match (env_model, models_root()) {
-            (Some(dir), root) => (dir, None, root.ok()),
+            (Some(dir), root) => (dir, Some(Source::ModelDir), root.ok()),
             (None, Ok(r)) => (r.dir.join(MODEL_SUBDIR), Some(r.source), Some(r)),
             (None, Err(e)) => return Err(e),
         };
@@ -119,21 +122,54 @@ impl ModelFiles {
         Ok(())
     }
 
-    /// Where the embedder may write its pre-optimised copy of the model (see
-    /// [`super::onnx::prepare_optimized_model`]): beside the model in a repository or a user's
-    /// `SLM_MODELS`, but never inside an installed package (which may be read-only, and whose
-    /// uninstall must remove every file it holds): there, a folder of the user's cache
-    /// (`$XDG_CACHE_HOME/slm`, else `~/.cache/slm`) named for the model file's size and time,
-    /// so an upgraded package never reads a stale copy. `None`: nowhere to write.
+    /// Where the embedder may write what it derives from the model (its pre-optimised copy,
+    /// [`super::onnx::prepare_optimized_model`], and the token counter's vocabulary file,
+    /// [`super::count`]): beside the model in a repository or a user's own folder, but never
+    /// inside an installed package (which may be read-only, and whose uninstall must remove
+    /// every file it holds) however the folder was named: there, a folder of the user's cache
+    /// (`$XDG_CACHE_HOME/slm`, else `~/.cache/slm`) named for the model file's size and this
+    /// slm's version (a reinstall of the same version reuses it; other versions' folders are
+    /// removed when a new one is made). `None`: nowhere to write (no home).
     pub fn cache_dir(&self) -> Option<PathBuf> {
-        if self.source != Some(Source::Package) {
+        let packaged =
+            self.source == Some(Source::Package) || exe_prefix().is_some_and(|p| in_dir(&self.model_dir, &p.join(PACKAGE_MODELS)));
+        if !packaged {
             return Some(self.model_dir.clone());
         }
-        let meta = std::fs::metadata(self.model_dir.join("model.onnx")).ok()?;
-        let stamp = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-        let cache = env_path("XDG_CACHE_HOME").or_else(|| env_path("HOME").map(|h| h.join(".cache")))?;
-        Some(cache.join("slm").join(format!("{MODEL_SUBDIR}-{}-{stamp}", meta.len())))
+        let len = std::fs::metadata(self.model_dir.join("model.onnx")).ok()?.len();
+        let cache = env_path("XDG_CACHE_HOME").filter(|p| p.is_absolute()).or_else(|| env_path("HOME").map(|h| h.join(".cache")))?;
+        Some(cache.join("slm").join(format!("{MODEL_SUBDIR}-{len}-v{}", env!("CARGO_PKG_VERSION"))))
     }
+
+    /// [`ModelFiles::cache_dir`], made if missing; a user-cache folder made now replaces the
+    /// folders of other versions beside it.
+    pub(crate) fn make_cache_dir(&self) -> Option<PathBuf> {
+        let dir = self.cache_dir()?;
+        if dir != self.model_dir && !dir.is_dir() {
+            std::fs::create_dir_all(&dir).ok()?;
+            prune_cache_siblings(&dir);
+        }
+        Some(dir)
+    }
+}
+
+/// Removes the cache folders of other model files or slm versions beside `current` (see
+/// [`ModelFiles::cache_dir`]); called when `current` is first made. Best effort.
+fn prune_cache_siblings(current: &Path) {
+    let (Some(parent), Some(name)) = (current.parent(), current.file_name().and_then(|n| n.to_str())) else { return };
+    for e in std::fs::read_dir(parent).into_iter().flatten().flatten() {
+        let other = e.file_name();
+        let Some(other) = other.to_str() else { continue };
+        if other != name && other.starts_with(&format!("{MODEL_SUBDIR}-")) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// True when `path` is `dir` or inside it (both resolved where they exist).
+fn in_dir(path: &Path, dir: &Path) -> bool {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    canon(path).starts_with(canon(dir))
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
@@ -197,13 +233,14 @@ fn ort_lib(root: Option<&ModelsRoot>) -> Result<PathBuf> {
         return Ok(lib);
     }
     let packages = exe_prefix().map(|p| site_packages(&p)).unwrap_or_default();
+    // Ours anywhere in the environment first (a `pip --user` prefix may hold several Pythons,
+    // one with another version), then the first other version, to name it.
+    if let Some(lib) = packages.iter().map(|d| d.join("onnxruntime").join("capi").join(ORT_FILE)).find(|l| l.is_file()) {
+        return Ok(lib);
+    }
     for dir in &packages {
         let capi = dir.join("onnxruntime").join("capi");
-        let lib = capi.join(ORT_FILE);
-        if lib.is_file() {
-            return Ok(lib);
-        }
-        if let Some(other) = installed_ort_version(dir, &capi) {
+        if let Some(other) = installed_ort_version(dir, &capi).filter(|v| v != ORT_VERSION) {
             return Err(Error::Model {
                 message: format!(
                     "onnxruntime {other} is installed in {}, but slm needs onnxruntime {ORT_VERSION}: pip install \

@@ -139,7 +139,7 @@ pub fn prepare_optimized_model(files: &ModelFiles) -> std::result::Result<std::p
         return Ok(onnx);
     }
     let env = runtime(files)?;
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let dir = files.make_cache_dir().ok_or_else(|| format!("cannot create {}", dir.display()))?;
     let tmp = dir.join(format!(".opt-tmp-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
     let fail = |e: &dyn std::fmt::Display| format!("cannot optimise the model: {e}");
@@ -233,7 +233,7 @@ pub(crate) fn runtime(files: &ModelFiles) -> std::result::Result<ort::environmen
 /// The token counter, from its derived file in [`ModelFiles::cache_dir`] when there is one
 /// (see [`super::count`]).
 fn load_counter(files: &ModelFiles) -> std::result::Result<TokenCounter, String> {
-    let cache = files.cache_dir().map(|d| d.join("tokenizer.count-v1"));
+    let cache = files.make_cache_dir().map(|d| d.join("tokenizer.count-v1"));
     TokenCounter::from_file_cached(files.model_dir.join("tokenizer.json"), cache)
 }
 

@@ -29,7 +29,37 @@ fn wheel() -> PathBuf {
         .flatten()
         .map(|e| e.path())
         .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl")));
-    found.unwrap_or_else(|| panic!("no dist/{prefix}*.whl: build it with scripts/build-wheel.sh (scripts/test.sh does)"))
+    let wheel = found.unwrap_or_else(|| panic!("no dist/{prefix}*.whl: build it with scripts/build-wheel.sh (scripts/test.sh does)"));
+    // Built from this code: no source file, manifest or shipped model is newer than the wheel
+    // (scripts/test.sh builds it just before the tests).
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).unwrap();
+    let built = modified(&wheel);
+    let sources = files_under(&repo().join("src"))
+        .into_iter()
+        .map(|f| repo().join("src").join(f))
+        .chain(["Cargo.toml", "Cargo.lock", "pyproject.toml", "scripts/build-wheel.sh"].map(|f| repo().join(f)))
+        .chain(files_under(&repo().join("models/verifier")).into_iter().map(|f| repo().join("models/verifier").join(f)));
+    for source in sources {
+        assert!(
+            modified(&source) <= built,
+            "{} is newer than {}: rebuild it with scripts/build-wheel.sh",
+            source.display(),
+            wheel.display()
+        );
+    }
+    wheel
+}
+
+/// Kills a child left running by a failed assertion.
+struct KillOnDrop(Option<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 /// A fresh venv, its home and a working folder, all outside the repository.
@@ -128,7 +158,7 @@ fn wheel_installs_runs_outside_the_repository_and_uninstalls_cleanly() {
     let s = inst.json("data", &["status"]);
     assert_eq!(s["models_source"], "installed package", "{s}");
     let venv = inst.venv().canonicalize().unwrap();
-    assert!(s["model_dir"].as_str().unwrap().starts_with(venv.join("share/slm/models").to_str().unwrap()), "{s}");
+    assert!(s["model_dir"].as_str().unwrap().starts_with(venv.join("share/slm-memory/models").to_str().unwrap()), "{s}");
     let runtime = s["runtime"].as_str().unwrap();
     assert!(runtime.starts_with(venv.to_str().unwrap()) && runtime.ends_with("onnxruntime/capi/libonnxruntime.so.1.31.1"), "{s}");
 
@@ -140,7 +170,7 @@ fn wheel_installs_runs_outside_the_repository_and_uninstalls_cleanly() {
     // The plugin marketplace travels with it (`claude plugin marketplace add` takes this folder).
     let p = inst.json("data", &["plugin", "path"]);
     let market = PathBuf::from(p["marketplace"].as_str().unwrap());
-    assert_eq!(market, venv.join("share/slm/marketplace"), "{p}");
+    assert_eq!(market, venv.join("share/slm-memory/marketplace"), "{p}");
     assert!(market.join(".claude-plugin/marketplace.json").is_file() && market.join("plugin/.mcp.json").is_file(), "{p}");
 
     // remember + recall: the same score as this clone's own build, to 1e-6.
@@ -156,8 +186,11 @@ fn wheel_installs_runs_outside_the_repository_and_uninstalls_cleanly() {
     clone(&["remember", text]);
     let cloned = recall_score(&clone(&["recall", "api deploy finished"]));
     assert!((installed - cloned).abs() < 1e-6, "installed {installed} vs clone {cloned}");
-    // Its optimised model copy went to the user's cache, not into the environment.
-    assert!(inst.home().join(".cache/slm").is_dir(), "no cache under HOME: {:?}", files_under(&inst.home()));
+    // Its optimised model copy and the counter's file went to the user's cache, not into the
+    // environment.
+    let cached = files_under(&inst.home().join(".cache/slm"));
+    assert!(cached.iter().any(|f| f.contains("model.opt2.") && f.ends_with(".onnx.data")), "no optimised model in the cache: {cached:?}");
+    assert!(cached.iter().any(|f| f.ends_with("tokenizer.count-v1")), "no counter file in the cache: {cached:?}");
 
     // A loop converging on another process's memory.
     let waiter = inst
@@ -183,6 +216,7 @@ fn wheel_installs_runs_outside_the_repository_and_uninstalls_cleanly() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let mut waiter = KillOnDrop(Some(waiter));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let h = inst.json("data", &["loop", "history", "--name", "wheel-wait"]);
@@ -193,7 +227,7 @@ fn wheel_installs_runs_outside_the_repository_and_uninstalls_cleanly() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let id = inst.json("data", &["remember", "review complete: PR #7 is approved"])["id"].clone();
-    let out = waiter.wait_with_output().unwrap();
+    let out = waiter.0.take().unwrap().wait_with_output().unwrap();
     let r: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default()).unwrap();
     assert_eq!(r["status"], "converged", "{r}");
     assert_eq!(r["match"]["id"], id, "{r}");
@@ -213,8 +247,8 @@ fn wheel_installs_runs_outside_the_repository_and_uninstalls_cleanly() {
     );
 
     // Models missing from every place: exit 1, naming the three places looked at.
-    let models = inst.venv().join("share/slm/models");
-    let aside = inst.venv().join("share/slm/models.aside");
+    let models = inst.venv().join("share/slm-memory/models");
+    let aside = inst.venv().join("share/slm-memory/models.aside");
     std::fs::rename(&models, &aside).unwrap();
     let err = expect_exit(&inst.run("data", &["recall", "anything"]), 1, "models missing");
     for place in ["SLM_MODELS", "installed package", "repository"] {
@@ -228,11 +262,15 @@ fn wheel_installs_runs_outside_the_repository_and_uninstalls_cleanly() {
     assert!(err.contains("1.32.0") && err.contains("1.31.1"), "{err}");
 
     // Uninstalling leaves no file of ours in the environment.
-    let ours_before: Vec<String> =
-        files_under(&inst.venv()).into_iter().filter(|f| f.contains("slm_memory") || f.contains("share/slm") || f == "bin/slm").collect();
+    let ours_before: Vec<String> = files_under(&inst.venv())
+        .into_iter()
+        .filter(|f| f.contains("slm_memory") || f.contains("share/slm-memory") || f == "bin/slm")
+        .collect();
     assert!(ours_before.len() > 10, "{ours_before:?}");
     inst.pip(&["uninstall", "--yes", "slm-memory"]);
-    let left: Vec<String> =
-        files_under(&inst.venv()).into_iter().filter(|f| f.contains("slm_memory") || f.contains("share/slm") || f == "bin/slm").collect();
+    let left: Vec<String> = files_under(&inst.venv())
+        .into_iter()
+        .filter(|f| f.contains("slm_memory") || f.contains("share/slm-memory") || f == "bin/slm")
+        .collect();
     assert!(left.is_empty(), "left behind by pip uninstall: {left:?}");
 }
