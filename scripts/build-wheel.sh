@@ -101,7 +101,7 @@ say "checking $wheel"
 grep -q 'manylinux_' "$root/target/wheel/auditwheel.txt" || die "auditwheel names no manylinux policy for $wheel"
 # auditwheel names the policy a wheel would satisfy whatever its tag: the file must carry it.
 case "$(basename "$wheel")" in
-  *-manylinux_*.whl) ;;
+  *-manylinux*.whl) ;;
   *) die "$wheel is not tagged manylinux (auditwheel: $(grep -o 'manylinux_[0-9_a-z]*' "$root/target/wheel/auditwheel.txt" | head -1))" ;;
 esac
 bytes="$(stat -c %s "$wheel")"

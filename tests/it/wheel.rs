@@ -20,15 +20,14 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The wheel of this version in dist/.
+/// The wheel of this version for this machine in dist/ (a cross-built one may sit beside it).
 fn wheel() -> PathBuf {
     let prefix = format!("slm_memory-{}-", env!("CARGO_PKG_VERSION"));
-    let found = std::fs::read_dir(repo().join("dist"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".whl")));
+    let found = std::fs::read_dir(repo().join("dist")).into_iter().flatten().flatten().map(|e| e.path()).find(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(&format!("_{}.whl", std::env::consts::ARCH)))
+    });
     let wheel = found.unwrap_or_else(|| panic!("no dist/{prefix}*.whl: build it with scripts/build-wheel.sh (scripts/test.sh does)"));
     // Built from this code: no source file, manifest or shipped model is newer than the wheel
     // (scripts/test.sh builds it just before the tests).
