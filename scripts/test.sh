@@ -89,7 +89,6 @@ stage "build"
 cargo build --release --locked
 target/release/slm prepare-model >/dev/null
 
-
 # The gate verifier (models/verifier/README.md): the shipped files match their checksums, the
 # corpus' split files are what data/gate/raw/ gives, and the training script still runs (one
 # step on 16 rows, exported to a temporary folder; CI never trains the shipped model). The
@@ -146,7 +145,7 @@ fi
 
 # The Python wheel (scripts/build-wheel.sh: maturin, auditwheel, at most 60 MB) that
 # tests/it/wheel.rs installs into a fresh virtual environment, built last before the tests so
-# it holds this build's code (the test checks it is newer than the binary). maturin links a
+# it holds this build's code (the test checks it is newer than every source). maturin links a
 # stripped copy of the binary to target/release/slm; the cargo build after it puts the tests'
 # own back (no recompilation: cargo keeps both).
 stage "wheel"

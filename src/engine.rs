@@ -162,8 +162,8 @@ pub struct Status {
     /// Where the model would be loaded from (`SLM_MODEL_DIR`, or the models folder: see
     /// [`crate::embed::locate`]).
     pub model_dir: Option<PathBuf>,
-    /// Which place the models folder was found in: `"SLM_MODELS"`, `"installed package"` or
-    /// `"repository"` (null when `SLM_MODEL_DIR` names the model's folder, or none is found).
+    /// Which place the model's folder was found in: `"SLM_MODELS"`, `"installed package"`,
+    /// `"repository"` or `"SLM_MODEL_DIR"` (null when none is found).
     pub models_source: Option<String>,
     /// The ONNX Runtime library (`ORT_DYLIB_PATH`, the models folder's, or the installed
     /// `onnxruntime` package's).

@@ -238,14 +238,13 @@ enum PluginCommand {
     },
 }
 
-/// The repository holding `plugin/` and `codex/`: walking up from the (symlink-resolved)
-/// executable, then from the working directory.
 /// The folder holding the plugin marketplace (`.claude-plugin/marketplace.json`, `plugin/`,
-/// `codex/`): the installed wheel's copy (`PREFIX/share/slm-memory/marketplace`, beside its models),
-/// else the repository the binary or the working directory is in.
+/// `codex/`): the installed wheel's copy (`PREFIX/share/slm-memory/marketplace`, beside its
+/// models), else the repository holding them, walking up from the (symlink-resolved)
+/// executable, then from the working directory.
 fn plugin_root() -> slm::Result<PathBuf> {
     let exe = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok());
-    let installed = exe.as_deref().and_then(|p| p.parent()?.parent()).map(|prefix| prefix.join("share/slm-memory/marketplace"));
+    let installed = slm::embed::locate::package_share().map(|share| share.join("marketplace"));
     if let Some(dir) = installed.filter(|d| d.join("plugin/.claude-plugin/plugin.json").is_file()) {
         return Ok(dir);
     }

@@ -33,8 +33,12 @@ pub const ORT_SUBPATH: &str = "onnxruntime/libonnxruntime.so.1.31.1";
 const ORT_FILE: &str = "libonnxruntime.so.1.31.1";
 /// The files a model folder must hold.
 pub const MODEL_FILES: [&str; 5] = ["model.onnx", "tokenizer.json", "config.json", "special_tokens_map.json", "tokenizer_config.json"];
-/// Where an installed package keeps the models, relative to its prefix (the folder above `bin/`).
-pub const PACKAGE_MODELS: &str = "share/slm-memory/models";
+/// Where an installed package keeps its files, relative to its prefix (the folder above
+/// `bin/`): `models/` and the plugin's `marketplace/`. Not `share/slm`: with `pip install
+/// --user` the prefix is `~/.local`, and `~/.local/share/slm` is the default data root.
+const PACKAGE_SHARE: &str = "share/slm-memory";
+/// The models folder inside [`PACKAGE_SHARE`].
+const PACKAGE_MODELS: &str = "share/slm-memory/models";
 
 const HINT: &str = "install the slm-memory package (pip install slm-memory), run scripts/setup.sh from the slm repository, \
                     or set SLM_MODELS";
@@ -181,10 +185,21 @@ fn is_models_dir(dir: &Path) -> bool {
     dir.join(MODEL_SUBDIR).join("model.onnx").is_file()
 }
 
+/// The executable's own path, symlinks resolved (`uv tool` and `pipx` link it into
+/// `~/.local/bin`).
+fn exe() -> Option<PathBuf> {
+    std::env::current_exe().ok()?.canonicalize().ok()
+}
+
 /// The prefix an installed binary lives under: the folder above the one holding the executable.
 fn exe_prefix() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
-    Some(exe.parent()?.parent()?.to_path_buf())
+    Some(exe()?.parent()?.parent()?.to_path_buf())
+}
+
+/// The installed package's own folder (`PREFIX/share/slm-memory`), whether or not it exists:
+/// where the wheel puts the models and the plugin marketplace.
+pub fn package_share() -> Option<PathBuf> {
+    exe_prefix().map(|p| p.join(PACKAGE_SHARE))
 }
 
 /// Finds the models folder (see the module's doc for the order), or says where it looked.
@@ -201,7 +216,7 @@ pub fn models_root() -> Result<ModelsRoot> {
     if let Some(dir) = prefix.as_ref().map(|p| p.join(PACKAGE_MODELS)).filter(|d| is_models_dir(d)) {
         return Ok(ModelsRoot { dir, source: Source::Package });
     }
-    let exe_dir = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok()).and_then(|p| p.parent().map(Path::to_path_buf));
+    let exe_dir = exe().and_then(|p| p.parent().map(Path::to_path_buf));
     let cwd = std::env::current_dir().ok();
     if let Some(dir) = exe_dir.iter().chain(cwd.iter()).find_map(|start| search_up(start)) {
         return Ok(ModelsRoot { dir, source: Source::Repository });

@@ -133,7 +133,7 @@ pub struct MemoryGate<'e> {
     /// Candidates and passed memories dropped because they expired (said in the detail).
     expired: usize,
     /// True inside a [`super::gate_set::GateSet`], which brings the index up to date once per
-    /// lap for all its gates: this gate then sweeps without looking at the store itself.
+    /// lap for all its gates: this gate then sweeps the index without refreshing it itself.
     refreshed_by_set: bool,
 }
 

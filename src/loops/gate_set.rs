@@ -2,8 +2,8 @@
 //!
 //! Each lap brings the index up to date once (one look at the store, whatever the number of
 //! gates), then asks every gate (each sweeps only what arrived since its last look, so an
-//! idle lap costs each gate a scan of nothing), then joins their answers: `all` passes when every gate has
-//! its `count` of memories, `any` when one has. A gate that has passed stays passed while
+//! idle lap costs each gate a scan of nothing), then joins their answers: `all` passes when
+//! every gate has its `count` of memories, `any` when one has. A gate that has passed stays passed while
 //! its memories exist (each gate rechecks its own). The lap's detail says how far the run
 //! is (`2 of 3 gates passed; gate 3: 5 of 8 memories`), then each gate's own detail. The
 //! runner, the bounds and the ledger see one gate: a lap counts once whatever the number of
