@@ -893,9 +893,17 @@ impl Engine {
 
     /// Counts, paths, model and index state. Never loads the model and never writes.
     pub fn status(&self) -> Result<Status> {
-        let store = self.store();
-        let crate::storage::Counts { memories, laps } = store.counts()?;
-        let created_at = store.meta(crate::storage::CREATED_META)?;
+        // The store guard is dropped before the index is asked: a refresh holds the index's
+        // lock while it waits for the store, never the other way round (ARCHITECTURE.md,
+        // "Locks").
+        let (counts, created_at, db_path, schema_version, read_only, integrity) = {
+            let store = self.store();
+            let counts = store.counts()?;
+            let created_at = store.meta(crate::storage::CREATED_META)?;
+            let integrity = store.integrity().unwrap_or("not checked").to_string();
+            (counts, created_at, store.path().to_path_buf(), store.schema_version(), store.read_only(), integrity)
+        };
+        let crate::storage::Counts { memories, laps } = counts;
         let files = crate::embed::ModelFiles::locate();
         Ok(Status {
             model_dir: files.as_ref().ok().map(|f| f.model_dir.clone()),
@@ -903,17 +911,17 @@ impl Engine {
             runtime: files.as_ref().ok().map(|f| f.ort_lib.clone()),
             model_error: files.as_ref().err().map(|e| e.to_string()),
             data_dir: self.root.clone(),
-            db_path: store.path().to_path_buf(),
-            schema_version: store.schema_version(),
+            db_path,
+            schema_version,
             memories,
             laps,
             model: self.embedder.model_name().to_string(),
             model_loaded: self.embedder.is_loaded(),
             index: self.index.state(),
             memory: self.index.memory(),
-            read_only: store.read_only(),
+            read_only,
             created_at,
-            integrity: store.integrity().unwrap_or("not checked").to_string(),
+            integrity,
         })
     }
 }
@@ -1064,5 +1072,42 @@ mod tests {
         let root = DataRoot { dir: tmp.path().join("data"), explicit: true, store: None };
         let err = Engine::open(&root, Arc::new(Other)).err().expect("must refuse");
         assert!(err.to_string().contains("other-model"), "{err}");
+    }
+
+    /// `status` (store, then index) and a refresh catching up with another process's rows
+    /// (index, then store, before the fix) once waited on each other for ever in one MCP
+    /// server. Both run here side by side many times; the watchdog fails the test instead of
+    /// hanging it.
+    #[test]
+    fn status_and_refresh_never_wait_on_each_other() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reader = Arc::new(engine(tmp.path()));
+        let writer = engine(tmp.path());
+        reader.remember("first", &[]).unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        let (r, d) = (Arc::clone(&reader), done.clone());
+        let refreshing = std::thread::spawn(move || {
+            for i in 0..400 {
+                writer.remember(&format!("row {i} from another process"), &[]).unwrap();
+                r.refresh().unwrap();
+            }
+            d.send("refresh").unwrap();
+        });
+        let (r, d) = (Arc::clone(&reader), done);
+        let asking = std::thread::spawn(move || {
+            let mut last = 0;
+            for _ in 0..4000 {
+                last = r.status().unwrap().memories;
+            }
+            d.send(if last > 0 { "status" } else { "status saw no rows" }).unwrap();
+        });
+        for _ in 0..2 {
+            let who = finished.recv_timeout(std::time::Duration::from_secs(120)).expect("status and refresh deadlocked");
+            assert_ne!(who, "status saw no rows");
+        }
+        refreshing.join().unwrap();
+        asking.join().unwrap();
+        assert_eq!(reader.status().unwrap().memories, 401);
+        assert_eq!(reader.index.last_id(), 401);
     }
 }

@@ -114,6 +114,26 @@ pub struct Searcher {
     next_try: Arc<parking_lot::Mutex<Option<Instant>>>,
 }
 
+/// Rows read from the store during [`Searcher::catch_up`], waiting to be appended: one flat
+/// byte buffer and `(id, kind, byte range)` per row, so staging allocates once per batch.
+#[derive(Default)]
+struct Staged {
+    bytes: Vec<u8>,
+    rows: Vec<(i64, Kind, std::ops::Range<usize>)>,
+}
+
+impl Staged {
+    fn push(&mut self, id: i64, kind: Kind, blob: &[u8]) {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(blob);
+        self.rows.push((id, kind, at..self.bytes.len()));
+    }
+}
+
+/// Rows staged before a catch-up appends them (about 6 MB of vectors): large enough that the
+/// write lock is taken rarely, small enough that a search waits at most one batch.
+const CATCH_UP_BATCH: usize = 4096;
+
 impl Default for Searcher {
     fn default() -> Self {
         Self::new()
@@ -143,13 +163,46 @@ impl Searcher {
 
     /// Catches up with the store: `load(after, visit)` must visit every stored row with an id
     /// above `after`, in id order, as `(id, kind, vector bytes)` (empty bytes = no vector yet).
-    /// Returns how many rows arrived.
+    /// Returns how many vectors arrived.
+    ///
+    /// `load` reads the store, so it takes the store's lock: the set's lock is *not* held while
+    /// it runs (rows are staged and appended in short write-locked batches). Holding it would
+    /// order index → store here against store → index elsewhere (`status` reads counts, then
+    /// the index's state) and let two threads of one server wait on each other for ever.
+    /// ARCHITECTURE.md states the rule: the store lock may be held when an index lock is
+    /// taken, never the reverse.
     pub fn catch_up(&self, load: impl FnOnce(i64, &mut dyn FnMut(i64, Kind, &[u8]) -> Result<()>) -> Result<()>) -> Result<usize> {
+        let after = self.set.read().last_id();
+        let mut staged = Staged::default();
+        let mut arrived = 0;
+        load(after, &mut |id, kind, blob| {
+            staged.push(id, kind, blob);
+            if staged.rows.len() >= CATCH_UP_BATCH {
+                arrived += self.append_staged(&mut staged)?;
+            }
+            Ok(())
+        })?;
+        arrived += self.append_staged(&mut staged)?;
+        Ok(arrived)
+    }
+
+    /// Appends the staged rows under one short write lock and empties the stage; returns how
+    /// many vectors were added. Rows the set already accounts for (a base mapped meanwhile
+    /// covers them) are skipped by [`VectorSet::append_blob`].
+    fn append_staged(&self, staged: &mut Staged) -> Result<usize> {
+        if staged.rows.is_empty() {
+            return Ok(0);
+        }
         let mut set = self.set.write();
         let before = set.len();
-        let after = set.last_id();
-        load(after, &mut |id, kind, blob| set.append_blob(id, kind, blob))?;
-        Ok(set.len() - before)
+        for &(id, kind, ref range) in &staged.rows {
+            set.append_blob(id, kind, &staged.bytes[range.clone()])?;
+        }
+        let added = set.len() - before;
+        drop(set);
+        staged.rows.clear();
+        staged.bytes.clear();
+        Ok(added)
     }
 
     /// Makes `base` (the mapped derived files) the first rows of the set. Rows this process

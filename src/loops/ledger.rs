@@ -25,6 +25,11 @@ use crate::storage::{writer, LapRow, RunRow};
 
 pub use crate::record::{lap_tags, lap_text};
 
+/// How long a run waits for the ledger writer to store its end before it reports a ledger
+/// error instead (many times SQLite's 10 s busy timeout; a PostgreSQL write that takes longer
+/// is stuck, not slow).
+const END_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// A fresh run id: `<name>-<UTC time>-<6 hex>`.
 pub fn new_run_id(name: &str) -> String {
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -338,7 +343,15 @@ impl<'e> Ledger<'e> {
             done,
         });
         if queued {
-            stored.recv().unwrap_or_else(|_| Err(crate::Error::Internal("the ledger writer stopped".into())))
+            // Bounded: a store that stops answering must not hold a finished run for ever
+            // (its end still lands if the writer gets through later).
+            match stored.recv_timeout(END_WAIT) {
+                Ok(stored) => stored,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    Err(crate::Error::Internal(format!("the ledger writer did not store the run's end within {} s", END_WAIT.as_secs())))
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(crate::Error::Internal("the ledger writer stopped".into())),
+            }
         } else {
             Err(crate::Error::Internal("the ledger writer is not running".into()))
         }

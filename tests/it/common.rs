@@ -1,11 +1,12 @@
 //! Helpers shared by the integration tests: a temporary data root, a way to run `slm`, and
 //! `slm mcp` driven line by line over its stdio.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -101,7 +102,6 @@ impl Root {
     }
 }
 
-/// Stderr as text.
 /// `slm loop run ARGS --json` on `root`, started with its output piped.
 pub fn spawn_loop_run(root: &Root, args: &[&str]) -> Child {
     let mut a = vec!["loop", "run"];
@@ -118,6 +118,7 @@ pub fn loop_result(child: Child) -> Value {
         .unwrap_or_else(|e| panic!("bad JSON ({e}): {text}\nstderr: {}", String::from_utf8_lossy(&out.stderr)))
 }
 
+/// Stderr as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -241,4 +242,121 @@ impl Drop for RawMcp {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The longest an MCP client scenario may take: 300 s (each takes seconds; their loops' own
+/// bounds are at most 60 s), or `SLM_TEST_CLIENT_LIMIT_S` seconds (to see the report a hang
+/// gives: set it below a scenario's time).
+pub fn client_limit() -> Duration {
+    let secs = std::env::var("SLM_TEST_CLIENT_LIMIT_S").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    Duration::from_secs(secs)
+}
+
+/// Runs `cmd` (a client that starts servers of its own) to its end, for at most `limit`. A hang
+/// is a failed test, never a CI run that overruns its time: past the limit this panics with
+/// what the command printed so far (its servers' stderr included), the threads of every
+/// process still running on `data_root` (gdb's backtraces, when gdb is installed) and, on
+/// PostgreSQL, the store's sessions and the locks they wait for; then kills them all.
+pub fn output_within(cmd: &mut Command, limit: Duration, data_root: &Path) -> Output {
+    // A group of its own, so the kill reaches what it started (unless that left the group).
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).spawn().expect("spawn");
+    // Read on threads into shared buffers: a server that outlives the client holds the pipes
+    // open, so a timed-out run cannot wait for their end.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let b = buf.clone();
+        let t = std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = r.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                b.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        (buf, t)
+    };
+    let (out, out_t) = drain(Box::new(child.stdout.take().unwrap()));
+    let (err, err_t) = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let _ = out_t.join();
+            let _ = err_t.join();
+            let take = |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap());
+            return Output { status, stdout: take(&out), stderr: take(&err) };
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut report = format!("still running after {} s: {:?}\n", limit.as_secs(), cmd);
+    let root = data_root.to_string_lossy().into_owned();
+    let mut pids = vec![child.id()];
+    pids.extend(processes_naming(&root));
+    pids.sort_unstable();
+    pids.dedup();
+    for pid in &pids {
+        report.push_str(&process_threads(*pid));
+    }
+    if let Ok(url) = std::env::var("SLM_TEST_STORE") {
+        if url == "postgres" {
+            report.push_str(&crate::pg::Cluster::shared().sql(
+                "postgres",
+                "SELECT string_agg(format('pid %s db %s %s wait %s/%s xact %s: %s', a.pid, a.datname, a.state, \
+                 a.wait_event_type, a.wait_event, now() - a.xact_start, left(a.query, 160)) || \
+                 coalesce(' WAITS FOR ' || l.locktype || ' ' || coalesce(l.objid::text, '') || ' ' || l.mode, ''), E'\\n') \
+                 FROM pg_stat_activity a LEFT JOIN pg_locks l ON l.pid = a.pid AND NOT l.granted WHERE a.datname IS NOT NULL",
+            ));
+        }
+    }
+    // SAFETY: signals the group this function started (its id is the child's pid).
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    for pid in &pids {
+        // SAFETY: a plain signal to a process of this test.
+        unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+    }
+    let _ = child.wait();
+    let text = |b: &Arc<Mutex<Vec<u8>>>| String::from_utf8_lossy(&b.lock().unwrap()).into_owned();
+    panic!("{report}\n--- stdout:\n{}\n--- stderr:\n{}", text(&out), text(&err));
+}
+
+/// The processes whose command line names `needle` (the servers a client started on a root).
+fn processes_naming(needle: &str) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle)))
+        .collect()
+}
+
+/// What a process's threads are doing: gdb's backtraces when gdb can attach, else each
+/// thread's name and kernel wait channel.
+fn process_threads(pid: u32) -> String {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).map(|c| String::from_utf8_lossy(&c).replace('\0', " ")).unwrap_or_default();
+    let mut s = format!("\n=== process {pid}: {cmdline}\n");
+    let gdb = Command::new("timeout")
+        .args(["60", "gdb", "-p", &pid.to_string(), "-batch", "-nx", "-ex", "thread apply all bt 16"])
+        .stdin(Stdio::null())
+        .output();
+    match gdb {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            // The frames, without gdb's chatter about loading symbols.
+            for line in text.lines().filter(|l| l.starts_with('#') || l.starts_with("Thread ")) {
+                s.push_str(line);
+                s.push('\n');
+            }
+        }
+        _ => {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return s };
+            for t in tasks.flatten() {
+                let p = t.path();
+                let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default().trim().to_string();
+                s.push_str(&format!("thread {} {} wchan {}\n", t.file_name().to_string_lossy(), read("comm"), read("wchan")));
+            }
+        }
+    }
+    s
 }

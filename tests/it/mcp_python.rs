@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::{slm_bin, Root};
+use crate::common::{client_limit, output_within, slm_bin, Root};
 
 fn python() -> PathBuf {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/pyenv/bin/python");
@@ -27,7 +27,8 @@ fn scenario(name: &str) -> serde_json::Value {
         Some(url) => cmd.env("SLM_STORE", url),
         None => cmd.env_remove("SLM_STORE"),
     };
-    let out = cmd.output().unwrap();
+    // Bounded: a hang fails here with the processes' stacks and the store's locks.
+    let out = output_within(&mut cmd, client_limit(), &root.dir());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "scenario {name} failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap()

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::common::{slm_bin, Root};
+use crate::common::{client_limit, output_within, slm_bin, Root};
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-ts")
@@ -28,7 +28,8 @@ fn typescript_sdk_compiles_every_schema_strictly_and_shows_slms_errors() {
         Some(url) => cmd.env("SLM_STORE", url),
         None => cmd.env_remove("SLM_STORE"),
     };
-    let out = cmd.output().expect("run node");
+    // Bounded: a hang fails here with the processes' stacks and the store's locks.
+    let out = output_within(&mut cmd, client_limit(), &root.dir());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the TypeScript SDK client failed:\n{stdout}\n{stderr}");
