@@ -1,3 +1,6 @@
+//! The guard as it was before the rule table, kept only for the comparison test below: the
+//! new guard must decide every stored case and generated sentence exactly as this one did.
+//!
 //! `guard`: the built-in, deterministic verifier of the loop gate.
 //!
 //! The gate finds candidates by embedding cosine, which measures topic, not truth: "review of
@@ -1617,377 +1620,139 @@ fn rule_lexicon(t: &Text, j: usize, quiet: &[bool]) -> Option<(Class, usize, usi
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// gate-dev.tsv, embedded: the final crate does not read ../shared.
-    const DEV: &[(&str, &str, bool)] = &[
-        ("PR #42 approved", "review complete: PR #42 is approved", true),
-        ("PR #42 approved", "PR #42 review status: NOT approved, reviewer requested changes", false),
-        ("PR #42 approved", "The pull request number 42 was rejected", false),
-        ("PR #42 approved", "PR #43 approved by the reviewer", false),
-        ("deployment of build 7 finished", "the deployment of build 7 has finished successfully", true),
-        ("deployment of build 7 finished", "deployment of build 7 failed with a timeout", false),
-        ("deployment of build 7 finished", "build 7 is still deploying, 40% done", false),
-        ("database migration complete", "the schema migration of the orders database completed without errors", true),
-        ("database migration complete", "database migration aborted: lock timeout on table users", false),
-        ("tests pass on main", "all tests are green on the main branch", true),
-        ("tests pass on main", "3 tests failing on main after the merge", false),
-        ("security review signed off", "the security team signed off on the review", true),
-        ("security review signed off", "security review is blocked waiting for the pen-test report", false),
-        ("data export ready for download", "the nightly data export is ready to download", true),
-        ("data export ready for download", "the data export job crashed before writing any file", false),
-        ("benchmark results uploaded", "benchmark results have been uploaded to the shared folder", true),
-        ("benchmark results uploaded", "could not upload benchmark results: permission denied", false),
-        ("user research interviews done", "we finished all twelve user research interviews", true),
-        ("user research interviews done", "half of the user interviews were cancelled this week", false),
-        ("model training converged", "training loss converged after 40 epochs", true),
-        ("model training converged", "training diverged at epoch 12, loss is NaN", false),
-        ("invoice 1031 paid", "payment received for invoice 1031", true),
-        ("invoice 1031 paid", "invoice 1031 is overdue and unpaid", false),
-        ("release notes written", "the release notes for v2.3 are written and merged", true),
-        ("release notes written", "release notes still missing for v2.3", false),
-    ];
-
-    /// Cases written before the rules were tuned; the rules were then tuned against these.
-    const TUNED: &[(&str, &str, bool)] = &[
-        // negation
-        ("PR #42 approved", "PR #42 isn't approved yet", false),
-        ("PR #42 merged", "PR #42 was never merged", false),
-        ("deploy to prod done", "we cannot deploy to prod today", false),
-        ("invoice 1031 paid", "invoice 1031 has not been paid", false),
-        ("backup completed", "the nightly backup wasn't completed", false),
-        ("tests pass on main", "tests don't pass on main", false),
-        ("design doc approved", "no approval for the design doc so far", false),
-        // wrong identifier
-        ("PR #42 approved", "PR #420 approved", false),
-        ("PR #42 approved", "PR #4 approved, #2 pending", false),
-        ("release v2.4 published", "release v2.40 published to the registry", false),
-        ("config.yaml updated", "config.yml updated with the new keys", false),
-        ("build 7 deployed", "build 17 deployed to staging", false),
-        ("invoice 1031 paid", "invoice 1013 paid in full", false),
-        ("PR-42 approved", "issue #42 approved", false),
-        // failure
-        ("nightly build green", "nightly build is red again", false),
-        ("load test finished", "load test timed out after 30 minutes", false),
-        ("service deployed", "service deploy errored out on step 3", false),
-        ("migration done", "migration finished with 4 errors", false),
-        ("job 88 completed", "job 88 completed but the output is broken", false),
-        ("model retrained", "retraining crashed with OOM", false),
-        // refusal
-        ("access request granted", "access request declined by security", false),
-        ("budget approved", "budget request was denied", false),
-        ("vendor contract signed", "vendor refused to sign the contract", false),
-        // partial
-        ("all shards migrated", "3 of 5 shards migrated", false),
-        ("files uploaded", "files uploaded except the large archive", false),
-        ("docs translated", "most of the docs are translated", false),
-        ("survey results analysed", "survey results partially analysed", false),
-        // pending
-        ("PR #42 approved", "PR #42 approval pending", false),
-        ("report generated", "report generation queued behind 3 jobs", false),
-        ("migration finished", "migration in progress, ETA 2h", false),
-        ("contract signed", "contract is on hold until legal replies", false),
-        // planned
-        ("PR #42 merged", "will merge PR #42 after lunch", false),
-        ("deploy done", "deploy scheduled for tomorrow morning", false),
-        ("database upgraded", "we are about to upgrade the database", false),
-        ("backup restored", "going to restore the backup tonight", false),
-        // reverted, unpaid, changes requested
-        ("release 3.1 deployed", "release 3.1 deployed then rolled back", false),
-        ("PR #42 merged", "PR #42 merge was reverted", false),
-        ("invoice 77 paid", "invoice 77 still overdue", false),
-        ("PR #9 approved", "PR #9: changes requested by alice", false),
-        // true signals
-        ("migration complete", "migration completed with zero errors", true),
-        ("tests pass on main", "all tests passed on main, no failures", true),
-        ("tests pass on main", "CI on main: 120 passed, 0 failed", true),
-        ("backlog cleared", "backlog cleared, nothing left to triage", true),
-        ("launch ready", "launch checklist done, no blockers", true),
-        ("flaky test fixed", "the flaky test is no longer failing", true),
-        ("PR #42 approved", "pull request 42 got approved by bob", true),
-        ("PR #42 approved", "Approved: PR-42 (auth refactor)", true),
-        ("build 7 deployed", "build 7 deployed to prod at 14:02 by job 5531", true),
-        ("deploy failed", "the deploy of build 9 failed", true),
-        ("tests failing on main", "3 tests failing on main", true),
-        ("release v2.4 published", "Version 2.4 was published to crates.io", true),
-        ("invoice 1031 paid", "Invoice #1031 settled, paid in full", true),
-        ("backup completed", "backup completed without any errors", true),
-        ("data import done", "data import finished, not a single failure", true),
-        ("CI green on main", "fixed the failing test; CI is green on main again", true),
-        ("user interviews done", "all twelve user interviews are done", true),
-        ("twelve interviews done", "12 interviews done", true),
-        ("PR #42 approved", "PR #42 approved. PR #43 was rejected", true),
-        ("invoice 1031 paid", "invoice 1031 paid; invoice 1032 is still overdue", true),
-    ];
-
-    /// Held out: written with TUNED, never looked at while tuning; only its score is reported.
-    const HELD_OUT: &[(&str, &str, bool)] = &[
-        ("PR #42 approved", "reviewer left 'changes requested' on #42", false),
-        ("PR #42 approved", "#42 approved \u{2705}", true),
-        ("PR #42 approved", "PR 42 looks good, approved and ready to merge", true),
-        ("PR #42 approved", "approval for PR #24 granted", false),
-        ("staging deploy succeeded", "staging deploy did not succeed", false),
-        ("staging deploy succeeded", "staging deploy succeeded with no errors or warnings", true),
-        ("cache warmed", "cache warm-up failing intermittently", false),
-        ("nightly ETL finished", "nightly ETL finished; 2 of 9 tables skipped", false),
-        ("nightly ETL finished", "nightly ETL finished in 14 minutes, all 9 tables loaded", true),
-        ("certificate renewed", "certificate renewal is waiting on DNS validation", false),
-        ("certificate renewed", "certificate renewed, expires in 90 days", true),
-        ("feature flag enabled", "feature flag will be enabled on Monday", false),
-        ("feature flag enabled", "feature flag enabled for 100% of users", true),
-        ("feature flag enabled", "feature flag enabled for 25% of users", false),
-        ("index rebuilt", "index rebuild aborted halfway", false),
-        ("index rebuilt", "rebuilt the search index, zero downtime", true),
-        ("payment for order 5521 received", "payment for order 5521 bounced", false),
-        ("payment for order 5521 received", "received payment, order 5521, thanks!", true),
-        ("payment for order 5521 received", "payment for order 5512 received", false),
-        ("hotfix shipped", "hotfix shipped and then reverted an hour later", false),
-        ("hotfix shipped", "hotfix shipped to all regions without issues", true),
-        ("legal sign-off on the contract", "legal declined to sign off on the contract", false),
-        ("legal sign-off on the contract", "legal signed off on the contract this morning", true),
-        ("ticket 8812 resolved", "ticket 8812 resolved, customer confirmed the fix", true),
-        ("ticket 8812 resolved", "ticket 8812 reopened by the customer", false),
-        ("ticket 8812 resolved", "ticket 881 resolved", false),
-        ("upgrade to postgres 16 done", "upgrade to postgres 15 done", false),
-        ("upgrade to postgres 16 done", "Postgres 16 upgrade done across all clusters", true),
-        ("smoke tests passing", "smoke tests couldn't run, runner unavailable", false),
-        ("smoke tests passing", "smoke tests passing after the fix, no more flakes", true),
-        ("pipeline failed", "pipeline run 311 failed at the lint stage", true),
-        ("pipeline failed", "pipeline run 311 passed", false),
-        ("on-call handoff done", "on-call handoff is not done yet", false),
-        ("report sent to finance", "report will be sent to finance by Friday", false),
-        ("report sent to finance", "the report was sent to finance, nothing outstanding", true),
-        ("GPU quota increased", "GPU quota increase request rejected", false),
-        ("GPU quota increased", "GPU quota increased to 64 cards", true),
-        ("README updated", "README partly updated, install section still TODO", false),
-        ("README updated", "updated the README, no open TODOs", true),
-        ("vote passed", "vote passed 7 to 2", true),
-        ("batch 3 processed", "batch 3 processing stuck at 80%", false),
-        ("batch 3 processed", "batch 3 processed without errors", true),
-    ];
-
-    /// Blind: written after the first version passed everything else, scored once before any
-    /// further change (that first score is the honest one; see the report).
-    const BLIND: &[(&str, &str, bool)] = &[
-        ("PR #42 approved", "Bob approved pull request #42 after the second round", true),
-        ("PR #42 approved", "Bob has not yet approved #42", false),
-        ("PR #42 approved", "approval on PR #42 was withdrawn", false),
-        ("PR #42 approved", "PR #42: approved with minor nits, no further changes needed", true),
-        ("PR #42 approved", "PR #142 approved", false),
-        ("PR #42 approved", "PR #42 approval is expected later today", false),
-        ("deploy of v3.2 to prod complete", "v3.2 deployed to prod; all health checks green", true),
-        ("deploy of v3.2 to prod complete", "v3.2 deployed to prod but health checks are failing", false),
-        ("deploy of v3.2 to prod complete", "v3.1 deployed to prod", false),
-        ("deploy of v3.2 to prod complete", "prod deploy of v3.2 paused at the canary stage", false),
-        ("nightly backup succeeded", "nightly backup succeeded, 0 errors, 0 warnings", true),
-        ("nightly backup succeeded", "nightly backup reported success but the archive is empty", false),
-        ("nightly backup succeeded", "nightly backup did not run", false),
-        ("customer refund processed", "customer refund processed successfully", true),
-        ("customer refund processed", "the customer was refunded in full", true),
-        ("invoice 2207 paid", "invoice 2207: payment failed, card declined", false),
-        ("invoice 2207 paid", "invoice 2207 paid by wire transfer on 3 May", true),
-        ("invoice 2207 paid", "invoice 2207 partially paid (50%)", false),
-        ("all 8 integration tests pass", "8/8 integration tests pass", true),
-        ("all 8 integration tests pass", "7 of 8 integration tests pass", false),
-        ("all 8 integration tests pass", "integration tests: 8 passed, 0 failed, 0 skipped", true),
-        ("data backfill finished", "data backfill finished for everything but the EU region", false),
-        ("data backfill finished", "data backfill is 90% complete", false),
-        ("data backfill finished", "data backfill finished; no rows were dropped", true),
-        ("oncall alert resolved", "the oncall alert auto-resolved after 5 minutes", true),
-        ("oncall alert resolved", "oncall alert acknowledged but not resolved", false),
-        ("k8s cluster upgraded to 1.29", "cluster upgraded to Kubernetes 1.29 without downtime", true),
-        ("k8s cluster upgraded to 1.29", "cluster upgrade to 1.29 rolled back after node failures", false),
-        ("design review passed", "design review passed with two follow-ups, nothing blocking", true),
-        ("design review passed", "design review did not pass; needs another round", false),
-        ("user signup bug fixed", "fixed the user signup bug in #311", true),
-        ("user signup bug fixed", "user signup bug still reproduces", false),
-        ("merge to main done", "merge to main blocked by a failing check", false),
-        ("merge to main done", "merged to main, no conflicts", true),
-        ("load test passed", "load test passed, p99 under 200ms, zero timeouts", true),
-        ("load test passed", "load test passed except for the checkout endpoint", false),
-        ("email campaign sent", "email campaign sent to all 20,000 subscribers", true),
-        ("email campaign sent", "email campaign is scheduled to go out at 9am", false),
-        ("email campaign sent", "email campaign sending was aborted after 1,200 emails", false),
-        ("ticket JIRA-881 closed", "JIRA-881 closed as done", true),
-        ("ticket JIRA-881 closed", "JIRA-818 closed", false),
-        ("security patch applied to all hosts", "security patch applied to 14 of 15 hosts", false),
-        ("security patch applied to all hosts", "security patch applied to all hosts, no reboots required", true),
-    ];
-
-    fn run(table: &[(&str, &str, bool)]) -> (usize, Vec<String>) {
-        let mut right = 0;
-        let mut wrong = Vec::new();
-        for &(q, m, want) in table {
-            let got = Guard::new(q).check(m);
-            if got.is_ok() == want {
-                right += 1;
-            } else {
-                wrong.push(format!("{q:?} vs {m:?}: want {want}, got {got:?}"));
+mod compare {
+    /// The old and the new guard give the same verdict (and the same rule and reason) on every
+    /// stored case, on every stored memory against another case's query, and on generated
+    /// sentences made of the lexicon's words, numbers and punctuation.
+    #[test]
+    fn the_rule_table_decides_as_the_old_guard() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        let mut queries: Vec<String> = Vec::new();
+        let mut memories: Vec<String> = Vec::new();
+        for file in ["tests/data/gate-dev.tsv", "tests/data/guard-cases.tsv", "data/gate/train.tsv", "data/gate/dev.tsv"] {
+            let text = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+            let mut lines = text.lines();
+            let head: Vec<&str> = lines.next().unwrap().split('\t').collect();
+            let q = head.iter().position(|h| *h == "query").unwrap();
+            let m = head.iter().position(|h| *h == "memory").unwrap();
+            for line in lines.filter(|l| !l.is_empty()) {
+                let f: Vec<&str> = line.split('\t').collect();
+                pairs.push((f[q].to_string(), f[m].to_string()));
+                queries.push(f[q].to_string());
+                memories.push(f[m].to_string());
             }
         }
-        (right, wrong)
-    }
-
-    #[test]
-    fn dev_set() {
-        let (right, wrong) = run(DEV);
-        assert!(wrong.is_empty(), "{right}/{} right:\n{}", DEV.len(), wrong.join("\n"));
-    }
-
-    #[test]
-    fn tuned_cases() {
-        let (right, wrong) = run(TUNED);
-        assert!(wrong.is_empty(), "{right}/{} right:\n{}", TUNED.len(), wrong.join("\n"));
-    }
-
-    /// Reports the held-out score; asserts only a floor, so that it stays honest.
-    #[test]
-    fn held_out_cases() {
-        let (right, wrong) = run(HELD_OUT);
-        println!("held out: {right}/{} right", HELD_OUT.len());
-        for w in &wrong {
-            println!("  miss: {w}");
-        }
-        assert!(right * 10 >= HELD_OUT.len() * 7, "held out {right}/{}", HELD_OUT.len());
-    }
-
-    #[test]
-    fn blind_cases() {
-        let (right, wrong) = run(BLIND);
-        println!("blind: {right}/{} right", BLIND.len());
-        for w in &wrong {
-            println!("  miss: {w}");
-        }
-        assert!(right + 1 >= BLIND.len(), "blind {right}/{}", BLIND.len());
-    }
-
-    /// Rules added after the blind run, each with a case that is not in any table above.
-    #[test]
-    fn rule_examples() {
-        let pass = |q: &str, m: &str| assert!(Guard::new(q).check(m).is_ok(), "{q:?} should accept {m:?}");
-        let block = |q: &str, m: &str| assert!(Guard::new(q).check(m).is_err(), "{q:?} should reject {m:?}");
-        pass("release v2.4 published", "released 2.4.0 to crates.io");
-        block("release v2.4 published", "released 2.4.1 to crates.io");
-        pass("PR #42 merged", "merged https://github.com/acme/app/pull/42");
-        block("nightly job finished", "nightly job finished with exit code 1");
-        pass("nightly job finished", "nightly job finished, exit code 0");
-        block("health check ok", "health check returned 503");
-        pass("deploy succeeded", "deploy succeeded after 2 failed attempts");
-        block("deploy succeeded", "deploy stopped after 2 failed attempts");
-        block("PR #42 approved", "nobody approved PR #42");
-        block("PR #42 merged", "PR #42 sits in the merge queue");
-        pass("i18n shipped", "internationalization shipped");
-        block("tests pass on main", "tests pass on main only if the cache is warm?");
-        pass("service deployed", "service deployed; ping me if anything breaks");
-        block("migration finished", "migration finished for everything but the EU shard");
-        pass("invoice 1,031 paid", "invoice 1031 paid");
-    }
-
-    #[test]
-    fn reasons_read_well() {
-        let g = Guard::new("PR #42 approved");
-        assert_eq!(g.required(), vec!["pr 42".to_string()]);
-        let r = g.check("review of PR #42: NOT approved, changes requested").unwrap_err();
-        assert_eq!((r.rule, r.reason.as_str()), ("polarity:negation", "says \"NOT approved\""));
-        let r = g.check("PR #420 approved").unwrap_err();
-        assert_eq!((r.rule, r.reason.as_str()), ("identifier", "does not mention PR #42"));
-        let r = g.check("issue #42 approved").unwrap_err();
-        assert_eq!(r.reason, "mentions \"issue #42\", not PR #42");
-        let r = Guard::new("deploy failed").check("the deploy of build 9 succeeded").unwrap_err();
-        assert_eq!((r.rule, r.reason.as_str()), ("polarity:unstated", "does not say \"failed\""));
-        assert_eq!(Guard::new("release/2.4 and config.yaml at f2d3ce0").required(), ["version 2.4", "config.yaml", "f2d3ce0"]);
-    }
-
-    #[test]
-    fn never_panics() {
-        let odd = [
-            "",
-            " ",
-            "#",
-            "##42",
-            "v",
-            "v.",
-            "1,",
-            "1,0000",
-            ",123",
-            "no.",
-            "no",
-            "not",
-            "'ll",
-            "n't",
-            "\u{130}\u{130}n't",
-            "\u{1F600}#42\u{1F600}",
-            "\u{0301}x",
-            "%",
-            "?",
-            "??",
-            "99.9.9%",
-            "1/0",
-            "0/0 of 0",
-            "k8s",
-            "a1b",
-            "pr-",
-            "-42",
-            "--",
-            "release/",
-            "/2.4",
-            "\u{2019}ll",
-            "é.ç/ü_ß",
-            "18446744073709551616 of 99999999999999999999",
-            "may",
-            "May",
-            "still",
-            "is",
-            "due",
-        ];
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
+        let stored = pairs.len();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
             rng ^= rng << 13;
             rng ^= rng >> 7;
             rng ^= rng << 17;
             rng
         };
-        let alphabet: Vec<char> = "aNoT #42.-/_,%?:;'\u{2019}0v9 \n\u{e9}\u{130}\u{1F600}failednt".chars().collect();
-        let mut inputs: Vec<String> = odd.iter().map(|s| s.to_string()).collect();
-        for _ in 0..2000 {
-            let len = (next() % 40) as usize;
-            inputs.push((0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect());
+        // Every memory against some other case's query.
+        for (i, m) in memories.iter().enumerate() {
+            let q = &queries[(next() as usize + i) % queries.len()];
+            pairs.push((q.clone(), m.clone()));
         }
-        inputs.push("not approved #42 ".repeat(20_000));
-        inputs.push("x".repeat(300_000));
-        for q in inputs.iter().step_by(7) {
-            let g = Guard::new(q);
-            let _ = g.required();
-            for m in inputs.iter().step_by(13) {
-                let _ = g.check(m);
+        // Generated sentences: lexicon words, corpus words, numbers and marks, shuffled.
+        let mut vocab: Vec<String> = Vec::new();
+        for list in super::super::lexicon::LISTS {
+            vocab.extend(list.words.iter().map(|w| w.to_string()));
+        }
+        for p in super::super::lexicon::PHRASES {
+            for slot in p.slots {
+                if let super::super::lexicon::Slot::W(ws) = slot {
+                    vocab.extend(ws.iter().map(|w| w.to_string()));
+                }
             }
         }
-    }
-
-    /// `cargo test --release -- --ignored --nocapture bench`: median time of one check.
-    #[test]
-    #[ignore]
-    fn bench() {
-        let g = Guard::new("PR #42 approved by the security reviewer");
-        let memory = "Review of pull request #42 (auth refactor, v2.4): the security reviewer approved it \
-                      after the second round; no blockers left, CI is green on main with 0 failed tests, \
-                      and the release/2.4 branch will pick it up.";
-        assert!(memory.len() > 190);
-        let mut times = Vec::new();
-        for _ in 0..200 {
-            let start = std::time::Instant::now();
-            for _ in 0..100 {
-                std::hint::black_box(g.check(std::hint::black_box(memory)).is_ok());
+        for (w, _) in super::super::lexicon::NUMBER_WORDS {
+            vocab.push(w.to_string());
+        }
+        for (_, ws) in super::super::lexicon::KIND_WORDS {
+            vocab.extend(ws.iter().map(|w| w.to_string()));
+        }
+        for m in memories.iter().step_by(97) {
+            vocab.extend(m.split_whitespace().map(str::to_string));
+        }
+        for extra in [
+            "#42",
+            "42",
+            "420",
+            "v2.4",
+            "2.4.0",
+            "0",
+            "1",
+            "3/5",
+            "40%",
+            "100%",
+            "n't",
+            "we'll",
+            "it'd",
+            "May",
+            "no.",
+            ",",
+            ".",
+            ";",
+            ":",
+            "?",
+            "-",
+            "(",
+            ")",
+            "\n",
+            "PR-42",
+            "release/2.4",
+            "config.yaml",
+            "k8s",
+            "1,031",
+            "0 of 5",
+            "exit code",
+            "HTTP",
+        ] {
+            vocab.push(extra.to_string());
+        }
+        let mut generated = Vec::new();
+        for _ in 0..6000 {
+            let len = 3 + (next() % 18) as usize;
+            let words: Vec<&str> = (0..len).map(|_| vocab[(next() % vocab.len() as u64) as usize].as_str()).collect();
+            generated.push(words.join(" "));
+        }
+        for (i, m) in generated.iter().enumerate() {
+            let q = if i % 3 == 0 {
+                generated[(i * 7 + 1) % generated.len()].clone()
+            } else {
+                queries[(next() as usize) % queries.len()].clone()
+            };
+            pairs.push((q, m.clone()));
+        }
+        let mut differ = Vec::new();
+        let mut compiled: std::collections::HashMap<&str, (super::Guard, super::super::Guard)> = std::collections::HashMap::new();
+        for (q, m) in &pairs {
+            let (old, new) = compiled.entry(q.as_str()).or_insert_with(|| (super::Guard::new(q), super::super::Guard::new(q)));
+            if old.required() != new.required() {
+                differ.push(format!("required of {q:?}: {:?} vs {:?}", old.required(), new.required()));
             }
-            times.push(start.elapsed().as_secs_f64() * 1e6 / 100.0);
+            let a = old.check(m).map_err(|r| (r.rule, r.reason));
+            let b = new.check(m).map_err(|r| (r.rule, r.reason));
+            if a != b {
+                differ.push(format!("{q:?} vs {m:?}: old {a:?}, new {b:?}"));
+            }
+            let a = old.check_identifiers(m).map_err(|r| (r.rule, r.reason));
+            let b = new.check_identifiers(m).map_err(|r| (r.rule, r.reason));
+            if a != b {
+                differ.push(format!("identifiers {q:?} vs {m:?}: old {a:?}, new {b:?}"));
+            }
         }
-        times.sort_by(f64::total_cmp);
-        println!("check on {} chars: median {:.2} us, p90 {:.2} us", memory.len(), times[100], times[180]);
-        let start = std::time::Instant::now();
-        for _ in 0..1000 {
-            std::hint::black_box(Guard::new(std::hint::black_box("PR #42 approved by the security reviewer")));
-        }
-        println!("Guard::new: {:.2} us", start.elapsed().as_secs_f64() * 1e3);
+        println!(
+            "compared {} pairs: {stored} stored, {} stored memories against other queries, {} generated; {} differ",
+            pairs.len(),
+            memories.len(),
+            generated.len(),
+            differ.len()
+        );
+        differ.truncate(40);
+        assert!(differ.is_empty(), "{}", differ.join("\n"));
     }
 }
