@@ -6,8 +6,9 @@
 //! A word may sit in two lists only when the pair is in the tests' `SHARED` table with its
 //! reason (a test checks), and in at most one marker list (a marker has one class).
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
+
+use foldhash::HashMap;
 
 use super::class::Class::{self, *};
 
@@ -419,7 +420,7 @@ pub(super) struct Entry {
 static NOTHING: Entry = Entry { lists: Lists(0), marker: None, num: None, kind: None, phrases: 0 };
 
 static LEXICON: LazyLock<HashMap<&'static str, Entry>> = LazyLock::new(|| {
-    let mut m: HashMap<&'static str, Entry> = HashMap::new();
+    let mut m: HashMap<&'static str, Entry> = HashMap::default();
     for list in LISTS {
         for &w in list.words {
             let e = m.entry(w).or_default();
@@ -501,7 +502,7 @@ mod tests {
     /// is never allowed.
     #[test]
     fn no_word_in_two_lists_without_a_reason() {
-        let mut seen: HashMap<&str, Vec<&str>> = HashMap::new();
+        let mut seen: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
         for list in LISTS {
             for &w in list.words {
                 seen.entry(w).or_default().push(list.name);

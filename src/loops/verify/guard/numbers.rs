@@ -58,7 +58,7 @@ pub(super) fn kind_before(t: &Text, i: usize) -> Option<&'static str> {
         if t.is(j, Lists::NUMBER_LABEL) || t.kind(j) == Some(TokKind::Hard) || t.punct(j) == ":" {
             continue;
         }
-        return kind_word(t.w(j), if j > 0 { t.w(j - 1) } else { "" });
+        return t.kind_word(j);
     }
     None
 }
@@ -71,7 +71,7 @@ pub(super) fn kind_span_start(t: &Text, i: usize) -> usize {
     let mut j = i;
     while j > 0 && i - j < 4 {
         j -= 1;
-        if kind_word(t.w(j), if j > 0 { t.w(j - 1) } else { "" }).is_some() {
+        if t.kind_word(j).is_some() {
             if t.w(j) == "request" && j > 0 {
                 return j - 1;
             }

@@ -1756,3 +1756,45 @@ mod compare {
         assert!(differ.is_empty(), "{}", differ.join("\n"));
     }
 }
+
+#[cfg(test)]
+mod speed {
+    /// `cargo test --release --lib -- --ignored --nocapture guard::v1::speed`: the old and the new
+    /// guard timed in turns in one process (median of 41 rounds of 2,000 checks).
+    #[test]
+    #[ignore]
+    fn old_and_new_in_turns() {
+        let q = "PR #42 approved by the security reviewer";
+        let m = "Review of pull request #42 (auth refactor, v2.4): the security reviewer approved it \
+                 after the second round; no blockers left, CI is green on main with 0 failed tests, \
+                 and the release/2.4 branch will pick it up.";
+        let (old, new) = (super::Guard::new(q), super::super::Guard::new(q));
+        let (mut a, mut b, mut c, mut d) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..41 {
+            let t = std::time::Instant::now();
+            for _ in 0..2000 {
+                std::hint::black_box(old.check(std::hint::black_box(m)).is_ok());
+            }
+            a.push(t.elapsed().as_secs_f64() * 1e6 / 2000.0);
+            let t = std::time::Instant::now();
+            for _ in 0..2000 {
+                std::hint::black_box(new.check(std::hint::black_box(m)).is_ok());
+            }
+            b.push(t.elapsed().as_secs_f64() * 1e6 / 2000.0);
+            let t = std::time::Instant::now();
+            for _ in 0..2000 {
+                std::hint::black_box(super::Guard::new(std::hint::black_box(q)));
+            }
+            c.push(t.elapsed().as_secs_f64() * 1e6 / 2000.0);
+            let t = std::time::Instant::now();
+            for _ in 0..2000 {
+                std::hint::black_box(super::super::Guard::new(std::hint::black_box(q)));
+            }
+            d.push(t.elapsed().as_secs_f64() * 1e6 / 2000.0);
+        }
+        for v in [&mut a, &mut b, &mut c, &mut d] {
+            v.sort_by(f64::total_cmp);
+        }
+        println!("check: old {:.2} us, new {:.2} us; new(): old {:.2} us, new {:.2} us (medians)", a[20], b[20], c[20], d[20]);
+    }
+}

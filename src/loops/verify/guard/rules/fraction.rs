@@ -20,7 +20,7 @@ impl Rule for Fraction {
         let (n, m, end) = if let Some((x, y)) = w.split_once('/') {
             (count(x)?, count(y)?, j)
         } else {
-            let n = count(w)?;
+            let n = t.count(j)?;
             let mut k = j + 1;
             if t.w(k) == "out" {
                 k += 1;
@@ -32,7 +32,7 @@ impl Rule for Fraction {
             if t.is(k, Lists::FRACTION_DETERMINER) {
                 k += 1;
             }
-            (n, count(t.w(k))?, k)
+            (n, t.count(k)?, k)
         };
         if n >= m {
             return None;

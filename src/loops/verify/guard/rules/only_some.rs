@@ -3,7 +3,6 @@
 
 use super::super::class::Class;
 use super::super::lexicon::Lists;
-use super::super::numbers::count;
 use super::super::scope::Quiet;
 use super::super::tokens::Text;
 use super::{Hit, Rule};
@@ -18,7 +17,7 @@ impl Rule for OnlySome {
     fn at(&self, t: &Text, j: usize, _quiet: &Quiet) -> Option<Hit> {
         let nx = t.w(j + 1);
         let part = match t.w(j) {
-            "only" => count(nx).is_some() || t.is(j + 1, Lists::ONLY_PART),
+            "only" => t.count(j + 1).is_some() || t.is(j + 1, Lists::ONLY_PART),
             "some" => nx.len() > 3 && nx.ends_with('s') && !nx.ends_with("ss") && !t.is(j + 1, Lists::NOT_PLURAL_THINGS),
             _ => false,
         };

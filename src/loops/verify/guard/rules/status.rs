@@ -3,7 +3,6 @@
 
 use super::super::class::Class;
 use super::super::lexicon::Lists;
-use super::super::numbers::count;
 use super::super::scope::Quiet;
 use super::super::tokens::Text;
 use super::{Hit, Rule};
@@ -18,9 +17,9 @@ impl Rule for Status {
     fn at(&self, t: &Text, j: usize, _quiet: &Quiet) -> Option<Hit> {
         let (k, failing) = if t.is(j, Lists::EXIT_VERB) && t.is(j + 1, Lists::EXIT_CODE) {
             let k = if matches!(t.w(j + 2), "code" | "status") { j + 3 } else { j + 2 };
-            (k, count(t.w(k))? != 0)
+            (k, t.count(k)? != 0)
         } else if t.is(j, Lists::HTTP_STATUS) {
-            let n = count(t.w(j + 1))?;
+            let n = t.count(j + 1)?;
             (j + 1, (400..600).contains(&n))
         } else {
             return None;
