@@ -31,8 +31,6 @@ mod numbers;
 mod rules;
 mod scope;
 mod tokens;
-#[cfg(test)]
-mod v1;
 
 use class::{Class, Classes};
 use identifier::{About, Req};
