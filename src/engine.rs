@@ -893,17 +893,12 @@ impl Engine {
 
     /// Counts, paths, model and index state. Never loads the model and never writes.
     pub fn status(&self) -> Result<Status> {
-        // The store guard is dropped before the index is asked: a refresh holds the index's
-        // lock while it waits for the store, never the other way round (ARCHITECTURE.md,
-        // "Locks").
-        let (counts, created_at, db_path, schema_version, read_only, integrity) = {
-            let store = self.store();
-            let counts = store.counts()?;
-            let created_at = store.meta(crate::storage::CREATED_META)?;
-            let integrity = store.integrity().unwrap_or("not checked").to_string();
-            (counts, created_at, store.path().to_path_buf(), store.schema_version(), store.read_only(), integrity)
-        };
-        let crate::storage::Counts { memories, laps } = counts;
+        // The store stays held while the index is asked: store then index is the allowed order
+        // (ARCHITECTURE.md, "Locks, in order"), and the unit test below relies on this call
+        // taking it, to catch a refresh that takes the reverse.
+        let store = self.store();
+        let crate::storage::Counts { memories, laps } = store.counts()?;
+        let created_at = store.meta(crate::storage::CREATED_META)?;
         let files = crate::embed::ModelFiles::locate();
         Ok(Status {
             model_dir: files.as_ref().ok().map(|f| f.model_dir.clone()),
@@ -911,17 +906,17 @@ impl Engine {
             runtime: files.as_ref().ok().map(|f| f.ort_lib.clone()),
             model_error: files.as_ref().err().map(|e| e.to_string()),
             data_dir: self.root.clone(),
-            db_path,
-            schema_version,
+            db_path: store.path().to_path_buf(),
+            schema_version: store.schema_version(),
             memories,
             laps,
             model: self.embedder.model_name().to_string(),
             model_loaded: self.embedder.is_loaded(),
             index: self.index.state(),
             memory: self.index.memory(),
-            read_only,
+            read_only: store.read_only(),
             created_at,
-            integrity,
+            integrity: store.integrity().unwrap_or("not checked").to_string(),
         })
     }
 }
@@ -1076,8 +1071,9 @@ mod tests {
 
     /// `status` (store, then index) and a refresh catching up with another process's rows
     /// (index, then store, before the fix) once waited on each other for ever in one MCP
-    /// server. Both run here side by side many times; the watchdog fails the test instead of
-    /// hanging it.
+    /// server; `status` still takes store then index, so a refresh that took the reverse
+    /// order again would hang here. Both run side by side many times; the watchdog fails the
+    /// test instead of hanging it.
     #[test]
     fn status_and_refresh_never_wait_on_each_other() {
         let tmp = tempfile::tempdir().unwrap();
