@@ -19,6 +19,7 @@
 //! "March close done", "live in staging" for "deployed to production"). A memory that names
 //! none of the class says nothing either way and is left to the model.
 
+use super::number_words::{CARDINALS, ORDINALS};
 use super::Refusal;
 
 /// The distinct numbers of `text`'s digit runs, by value (leading zeros dropped), in order.
@@ -51,58 +52,12 @@ fn digit_runs(text: &str, names: bool) -> Vec<String> {
     out
 }
 
-/// Entities written as words, cardinal and ordinal.
-const WORDS: &[(&str, u32)] = &[
-    ("zero", 0),
-    ("one", 1),
-    ("two", 2),
-    ("three", 3),
-    ("four", 4),
-    ("five", 5),
-    ("six", 6),
-    ("seven", 7),
-    ("eight", 8),
-    ("nine", 9),
-    ("ten", 10),
-    ("eleven", 11),
-    ("twelve", 12),
-    ("thirteen", 13),
-    ("fourteen", 14),
-    ("fifteen", 15),
-    ("sixteen", 16),
-    ("seventeen", 17),
-    ("eighteen", 18),
-    ("nineteen", 19),
-    ("twenty", 20),
-    ("thirty", 30),
-    ("forty", 40),
-    ("fifty", 50),
-    ("sixty", 60),
-    ("seventy", 70),
-    ("eighty", 80),
-    ("ninety", 90),
-    ("hundred", 100),
-    ("dozen", 12),
-    ("first", 1),
-    ("second", 2),
-    ("third", 3),
-    ("fourth", 4),
-    ("fifth", 5),
-    ("sixth", 6),
-    ("seventh", 7),
-    ("eighth", 8),
-    ("ninth", 9),
-    ("tenth", 10),
-    ("eleventh", 11),
-    ("twelfth", 12),
-];
-
 /// The numbers a memory states: its digit runs and its number words.
 fn stated(memory: &str) -> Vec<String> {
     let mut out = digit_runs(memory, false);
     let lower = memory.to_lowercase();
     for word in lower.split(|c: char| !c.is_alphabetic()) {
-        if let Some((_, v)) = WORDS.iter().find(|(w, _)| *w == word) {
+        if let Some((_, v)) = CARDINALS.iter().chain(ORDINALS).find(|(w, _)| *w == word) {
             out.push(v.to_string());
         }
     }

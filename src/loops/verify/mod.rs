@@ -22,6 +22,7 @@ pub mod entities;
 pub mod guard;
 pub mod model;
 pub mod nli;
+mod number_words;
 
 use std::time::Instant;
 

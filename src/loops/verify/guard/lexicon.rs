@@ -10,6 +10,7 @@ use std::sync::LazyLock;
 
 use foldhash::HashMap;
 
+use super::super::number_words::CARDINALS;
 use super::class::Class::{self, *};
 
 /// A set of the flag lists below (a word's memberships).
@@ -243,40 +244,6 @@ pub(super) const LISTS: &[List] = &[
     flag("zero", "Words that count as zero before a problem: \"nil errors\" (with the number zero).", Lists::ZERO, &["nil"]),
 ];
 
-/// A number written as a word. "one" in a query is not required (usually a pronoun).
-pub(super) const NUMBER_WORDS: &[(&str, u64)] = &[
-    ("zero", 0),
-    ("one", 1),
-    ("two", 2),
-    ("three", 3),
-    ("four", 4),
-    ("five", 5),
-    ("six", 6),
-    ("seven", 7),
-    ("eight", 8),
-    ("nine", 9),
-    ("ten", 10),
-    ("eleven", 11),
-    ("twelve", 12),
-    ("dozen", 12),
-    ("thirteen", 13),
-    ("fourteen", 14),
-    ("fifteen", 15),
-    ("sixteen", 16),
-    ("seventeen", 17),
-    ("eighteen", 18),
-    ("nineteen", 19),
-    ("twenty", 20),
-    ("thirty", 30),
-    ("forty", 40),
-    ("fifty", 50),
-    ("sixty", 60),
-    ("seventy", 70),
-    ("eighty", 80),
-    ("ninety", 90),
-    ("hundred", 100),
-];
-
 /// What a number names, from the word before it ("PR 42", "build 7"). Kinds only contradict
 /// each other when both are known: "issue 42" is not "PR 42", "#42" is either. ("request"
 /// after "pull" or "merge" is a PR too: [`super::numbers::kind_word`].)
@@ -402,6 +369,9 @@ pub(super) const PHRASES: &[Phrase] = &[
     phrase(&[W(&["past"]), W(&["due"])], Unpaid, true),
 ];
 
+// `Entry::phrases` has a bit per phrase.
+const _: () = assert!(PHRASES.len() <= 64, "Entry::phrases holds 64 phrases");
+
 /// What the lexicon knows of one word.
 #[derive(Debug, Default)]
 pub(super) struct Entry {
@@ -433,15 +403,16 @@ static LEXICON: LazyLock<HashMap<&'static str, Entry>> = LazyLock::new(|| {
             }
         }
     }
-    for &(w, n) in NUMBER_WORDS {
-        m.entry(w).or_default().num = Some(n);
+    // Numbers written as words (the table `guard:entities` reads too). "one" in a query is not
+    // required: `identifier::required` skips it (usually a pronoun).
+    for &(w, n) in CARDINALS {
+        m.entry(w).or_default().num = Some(u64::from(n));
     }
     for &(kind, words) in KIND_WORDS {
         for &w in words {
             m.entry(w).or_default().kind = Some(kind);
         }
     }
-    assert!(PHRASES.len() <= 64, "Entry::phrases holds 64 phrases");
     for (i, p) in PHRASES.iter().enumerate() {
         let Slot::W(first) = p.slots[0] else { panic!("phrase {i} must start with a W slot") };
         for &w in first {

@@ -152,15 +152,15 @@ impl Guard {
 mod tests {
     use super::*;
 
-    /// `tests/data/NAME`: tab-separated rows with a header; `cols` picks (query, memory,
-    /// label) by column name, `filter` keeps rows whose `set` column (when given) matches.
+    /// Tab-separated rows with a header naming query, memory and label (or should_pass), as
+    /// `slm gate eval` reads them; `set` keeps the rows of that `category`.
     fn table(text: &str, set: Option<&str>) -> Vec<(String, String, bool)> {
         let mut lines = text.lines();
         let head: Vec<&str> = lines.next().unwrap_or_default().split('\t').collect();
         let col = |name: &str| head.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no column {name}"));
         let (q, m) = (col("query"), col("memory"));
         let l = head.iter().position(|h| *h == "should_pass" || *h == "label").expect("a label column");
-        let s = head.iter().position(|h| *h == "set");
+        let s = head.iter().position(|h| *h == "category");
         lines
             .filter(|line| !line.is_empty())
             .map(|line| line.split('\t').collect::<Vec<_>>())

@@ -1,16 +1,27 @@
 //! Numbers and their kinds as the `identifier` rule ([`super::identifier`]) reads them:
 //! "#42", "v2.4", "PR-42", "pull request number 42", "release/2.4", "64gb", "twelve".
 
-use super::lexicon::{self, Lists};
+use super::lexicon::{self, Entry, Lists};
 use super::tokens::{Text, TokKind};
 
-/// A count: digits or a number word.
-pub(super) fn count(w: &str) -> Option<u64> {
+/// A count: digits or a number word (`entry`: the word's lexicon entry, asked only when the
+/// word is not digits).
+fn count_of<'e>(w: &str, entry: impl FnOnce() -> &'e Entry) -> Option<u64> {
     if !w.is_empty() && w.len() <= 18 && w.bytes().all(|b| b.is_ascii_digit()) {
         w.parse().ok()
     } else {
-        lexicon::lookup(w).num
+        entry().num
     }
+}
+
+/// A count: digits or a number word.
+pub(super) fn count(w: &str) -> Option<u64> {
+    count_of(w, || lexicon::lookup(w))
+}
+
+/// The count at token `i`, from the entry the tokenizer looked up.
+pub(super) fn count_at(t: &Text, i: usize) -> Option<u64> {
+    count_of(t.w(i), || t.entry(i))
 }
 
 /// A number or version as a canonical string: "v2.4" → "2.4", "007" → "7"; with its integer
@@ -40,11 +51,21 @@ pub(super) fn canon_num(s: &str) -> Option<(&str, Option<u64>, bool)> {
 
 /// What a number names, from the word `w` before it (`prev` is the word before that):
 /// [`lexicon::KIND_WORDS`], and "request" after "pull" or "merge".
-pub(super) fn kind_word(w: &str, prev: &str) -> Option<&'static str> {
+fn kind_of<'e>(w: &str, prev: &str, entry: impl FnOnce() -> &'e Entry) -> Option<&'static str> {
     if w == "request" {
         return matches!(prev, "pull" | "merge").then_some("pr");
     }
-    lexicon::lookup(w).kind
+    entry().kind
+}
+
+/// [`kind_of`] for a word alone (a part of "PR-42").
+pub(super) fn kind_word(w: &str, prev: &str) -> Option<&'static str> {
+    kind_of(w, prev, || lexicon::lookup(w))
+}
+
+/// [`kind_of`] for the word at token `j`, from the entry the tokenizer looked up.
+fn kind_at(t: &Text, j: usize) -> Option<&'static str> {
+    kind_of(t.w(j), if j > 0 { t.w(j - 1) } else { "" }, || t.entry(j))
 }
 
 /// The kind of the number at token `i`: "PR #42", "pull request number 42", "invoice no. 1031".
@@ -58,7 +79,7 @@ pub(super) fn kind_before(t: &Text, i: usize) -> Option<&'static str> {
         if t.is(j, Lists::NUMBER_LABEL) || t.kind(j) == Some(TokKind::Hard) || t.punct(j) == ":" {
             continue;
         }
-        return t.kind_word(j);
+        return kind_at(t, j);
     }
     None
 }
@@ -71,7 +92,7 @@ pub(super) fn kind_span_start(t: &Text, i: usize) -> usize {
     let mut j = i;
     while j > 0 && i - j < 4 {
         j -= 1;
-        if t.kind_word(j).is_some() {
+        if kind_at(t, j).is_some() {
             if t.w(j) == "request" && j > 0 {
                 return j - 1;
             }

@@ -9,6 +9,7 @@
 //! - idioms: "not only", "no matter", "whether or not" negate nothing.
 
 use super::lexicon::{Lists, IDIOMS};
+use super::numbers::count_at;
 use super::tokens::{Text, TokKind};
 
 /// A negator at a token.
@@ -27,7 +28,7 @@ pub(super) fn negator(t: &Text, j: usize) -> Option<Negator> {
     let strong = |len| Some(Negator { len, strong: true });
     if w == "no" {
         // "no. 1031" and "no 42" are "number".
-        if t.count(j + 1).is_some() || t.kind(j + 1) == Some(TokKind::Hard) {
+        if count_at(t, j + 1).is_some() || t.kind(j + 1) == Some(TokKind::Hard) {
             return None;
         }
         return if t.w(j + 1) == "longer" { strong(2) } else { strong(1) };
@@ -70,7 +71,7 @@ fn problem_after(t: &Text, mut k: usize, max: usize, numbers: bool) -> Option<(u
         if negator(t, k).is_some() || t.is(k, Lists::RESOLVER) {
             return None;
         }
-        if t.is(k, Lists::FILLER) || (numbers && t.count(k).is_some()) {
+        if t.is(k, Lists::FILLER) || (numbers && count_at(t, k).is_some()) {
             fills += 1;
             if fills > max {
                 return None;
@@ -135,7 +136,7 @@ impl Quiet {
                 }
                 continue;
             }
-            if t.count(j) == Some(0) || t.is(j, Lists::ZERO) {
+            if count_at(t, j) == Some(0) || t.is(j, Lists::ZERO) {
                 if let Some((k, l)) = problem_after(t, j + 1, 3, false) {
                     quiet.mark(k, l);
                 }
@@ -160,7 +161,7 @@ impl Quiet {
             if t.kind(k) == Some(TokKind::Soft) {
                 k += 1;
             }
-            if t.count(k) == Some(0) || t.is(k, Lists::NOTHING_LEFT) {
+            if count_at(t, k) == Some(0) || t.is(k, Lists::NOTHING_LEFT) {
                 quiet.mark(j, l);
                 continue;
             }

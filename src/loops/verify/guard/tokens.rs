@@ -213,25 +213,6 @@ impl Text<'_> {
         self.entry(i).lists.contains(lists)
     }
 
-    /// The number at `i`: digits or a number word.
-    pub(super) fn count(&self, i: usize) -> Option<u64> {
-        let w = self.w(i);
-        if !w.is_empty() && w.len() <= 18 && w.bytes().all(|b| b.is_ascii_digit()) {
-            w.parse().ok()
-        } else {
-            self.entry(i).num
-        }
-    }
-
-    /// The kind of number the word at `i` names (`lexicon::KIND_WORDS`; "request" after
-    /// "pull" or "merge" is a PR).
-    pub(super) fn kind_word(&self, i: usize) -> Option<&'static str> {
-        if self.w(i) == "request" {
-            return (i > 0 && matches!(self.w(i - 1), "pull" | "merge")).then_some("pr");
-        }
-        self.entry(i).kind
-    }
-
     /// The marker starting at token `i`.
     pub(super) fn mark(&self, i: usize) -> Option<Mark> {
         self.marks.get(i).copied().flatten()

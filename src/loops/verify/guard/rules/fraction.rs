@@ -3,7 +3,7 @@
 
 use super::super::class::Class;
 use super::super::lexicon::Lists;
-use super::super::numbers::count;
+use super::super::numbers::{count, count_at};
 use super::super::scope::{problem_len, Quiet};
 use super::super::tokens::Text;
 use super::{Hit, Rule};
@@ -20,7 +20,7 @@ impl Rule for Fraction {
         let (n, m, end) = if let Some((x, y)) = w.split_once('/') {
             (count(x)?, count(y)?, j)
         } else {
-            let n = t.count(j)?;
+            let n = count_at(t, j)?;
             let mut k = j + 1;
             if t.w(k) == "out" {
                 k += 1;
@@ -32,7 +32,7 @@ impl Rule for Fraction {
             if t.is(k, Lists::FRACTION_DETERMINER) {
                 k += 1;
             }
-            (n, t.count(k)?, k)
+            (n, count_at(t, k)?, k)
         };
         if n >= m {
             return None;

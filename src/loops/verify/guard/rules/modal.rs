@@ -3,6 +3,7 @@
 
 use super::super::class::Class;
 use super::super::lexicon::Lists;
+use super::super::numbers::count_at;
 use super::super::scope::Quiet;
 use super::super::tokens::Text;
 use super::{Hit, Rule};
@@ -26,7 +27,7 @@ impl Rule for Modal {
         if w == "may" {
             let lower = t.quote(j, j).starts_with('m');
             let verb = t.is(j + 1, Lists::MAY_VERB);
-            if (lower && t.is_word(j + 1) && t.count(j + 1).is_none()) || verb {
+            if (lower && t.is_word(j + 1) && count_at(t, j + 1).is_none()) || verb {
                 return hit(Class::Uncertain);
             }
         }

@@ -3,6 +3,7 @@
 
 use super::super::class::Class;
 use super::super::lexicon::Lists;
+use super::super::numbers::count_at;
 use super::super::scope::Quiet;
 use super::super::tokens::Text;
 use super::{Hit, Rule};
@@ -17,7 +18,7 @@ impl Rule for OnlySome {
     fn at(&self, t: &Text, j: usize, _quiet: &Quiet) -> Option<Hit> {
         let nx = t.w(j + 1);
         let part = match t.w(j) {
-            "only" => t.count(j + 1).is_some() || t.is(j + 1, Lists::ONLY_PART),
+            "only" => count_at(t, j + 1).is_some() || t.is(j + 1, Lists::ONLY_PART),
             "some" => nx.len() > 3 && nx.ends_with('s') && !nx.ends_with("ss") && !t.is(j + 1, Lists::NOT_PLURAL_THINGS),
             _ => false,
         };

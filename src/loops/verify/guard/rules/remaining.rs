@@ -3,6 +3,7 @@
 
 use super::super::class::Class;
 use super::super::lexicon::Lists;
+use super::super::numbers::count_at;
 use super::super::scope::Quiet;
 use super::super::tokens::Text;
 use super::{Hit, Rule};
@@ -15,7 +16,7 @@ impl Rule for Remaining {
     }
 
     fn at(&self, t: &Text, j: usize, _quiet: &Quiet) -> Option<Hit> {
-        let some = t.count(j).is_some_and(|n| n > 0) || t.is(j, Lists::FEW);
+        let some = count_at(t, j).is_some_and(|n| n > 0) || t.is(j, Lists::FEW);
         if !some {
             return None;
         }

@@ -3,6 +3,7 @@
 
 use super::super::class::Class;
 use super::super::lexicon::Lists;
+use super::super::numbers::count_at;
 use super::super::scope::Quiet;
 use super::super::tokens::Text;
 use super::{Hit, Rule};
@@ -17,9 +18,9 @@ impl Rule for Status {
     fn at(&self, t: &Text, j: usize, _quiet: &Quiet) -> Option<Hit> {
         let (k, failing) = if t.is(j, Lists::EXIT_VERB) && t.is(j + 1, Lists::EXIT_CODE) {
             let k = if matches!(t.w(j + 2), "code" | "status") { j + 3 } else { j + 2 };
-            (k, t.count(k)? != 0)
+            (k, count_at(t, k)? != 0)
         } else if t.is(j, Lists::HTTP_STATUS) {
-            let n = t.count(j + 1)?;
+            let n = count_at(t, j + 1)?;
             (j + 1, (400..600).contains(&n))
         } else {
             return None;
