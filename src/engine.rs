@@ -480,11 +480,11 @@ impl Engine {
     /// Derives the ledger memory of every lap stored without one (see
     /// [`crate::storage::writer`]); how many.
     pub fn fold_laps(&self) -> Result<usize> {
-        let (done, r) = self.store().laps_fold(usize::MAX);
-        if done > 0 {
+        let folded = self.store().laps_fold(usize::MAX);
+        if folded.laps > 0 {
             self.announce(Topic::Ledger);
         }
-        r.map(|_| done)
+        folded.outcome.map(|_| folded.laps)
     }
 
     fn backfill_rows(&self, max: usize) -> Result<usize> {

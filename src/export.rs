@@ -150,7 +150,7 @@ impl From<LapLine> for LapOut {
                 rejected: l.rejected.as_ref().map(json_text),
                 memory_id: None,
             },
-            memory: l.memory.map(|m| (m.content, m.tags)),
+            memory: l.memory.map(|m| crate::storage::LapMemoryRef { content: m.content, tags: m.tags }),
         }
     }
 }
@@ -195,7 +195,7 @@ pub fn export_jsonl(engine: &Engine, out: &mut dyn Write) -> Result<ExportSummar
                 serde_json::to_string(&Record::Lap(LapLine {
                     budget: json_value(&row.budget),
                     rejected: row.rejected.as_deref().map(json_value),
-                    memory: memory.map(|(content, tags)| LapMemory { content, tags }),
+                    memory: memory.map(|m| LapMemory { content: m.content, tags: m.tags }),
                     run_id,
                     lap: row.lap,
                     ts: row.ts,

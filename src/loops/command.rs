@@ -173,7 +173,7 @@ pub fn step(engine: &LoopHost, run_id: &str, args: &CheckedStep) -> Result<Stepp
         let end = lap.status.map(|s| {
             let reason = lap.reason.clone().unwrap_or_default();
             let result = serde_json::json!({"status": s, "laps": lap.lap, "reason": reason, "budget": lap.budget});
-            (s, reason, result.to_string())
+            crate::storage::RunEnding { status: s, reason, result: result.to_string() }
         });
         let write = StepWrite { lap: lap.row(Some(if passed { 1.0 } else { 0.0 }), None, &[]), state: st.to_json(), end };
         let ts = write.lap.ts.clone();

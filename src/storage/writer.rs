@@ -203,12 +203,7 @@ fn next_batch(q: &Queue, fold: Option<Instant>) -> Option<Vec<Job>> {
 fn run(location: Location, q: &Queue, on_commit: Box<dyn Fn() + Send>) {
     let open = || {
         let s = Store::open_at(&location)?;
-        // Laps of a thousand runs land on pages all over the tag, dedup and lap indexes: keep
-        // those pages cached between batches, and let the WAL grow to 16 MB before this
-        // connection checkpoints, so a page rewritten by many batches is copied back once.
-        if let Store::Sqlite(s) = &s {
-            let _ = s.conn.execute_batch("PRAGMA cache_size = -16384; PRAGMA wal_autocheckpoint = 4000;");
-        }
+        s.tune_for_ledger_writer();
         Ok::<_, crate::Error>(s)
     };
     let mut store = open().map_err(|e| tracing::warn!("ledger writer: {e}"));
@@ -235,7 +230,7 @@ fn run(location: Location, q: &Queue, on_commit: Box<dyn Fn() + Send>) {
 fn fold(store: Option<&mut Store>, folding: &mut Folding, most: usize) -> usize {
     let Some(store) = store else { return 0 };
     let t0 = Instant::now();
-    let (done, r) = store.laps_fold(most);
+    let crate::storage::Folded { laps: done, outcome: r } = store.laps_fold(most);
     if done > 0 {
         tracing::debug!(laps = done, ms = t0.elapsed().as_secs_f64() * 1e3, "ledger writer: folded lap memories");
     }

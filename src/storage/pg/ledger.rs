@@ -8,7 +8,8 @@ use super::{begin_inserts, insert_row, notify, pg_error, PgStore};
 use crate::feed::Topic;
 use crate::record::RunStatus;
 pub(super) use crate::storage::ledger::LAP_COLUMNS;
-use crate::storage::ledger::{RawRun, RUN_COLUMNS};
+use crate::storage::ledger::{RawRun, RunEnding, RUN_COLUMNS};
+use crate::storage::LedgerRows;
 use crate::storage::{LapRow, LapWrite, LoopName, PagedRun, RunEnd, RunRow, StepWrite};
 use crate::Result;
 
@@ -34,8 +35,61 @@ impl PgStore {
         row.host = (host != self.host).then_some(host);
         Ok(row)
     }
+}
 
-    pub fn run_start(&mut self, run: &RunRow) -> Result<()> {
+/// Reads a lap from the first columns of a row selected with `LAP_COLUMNS`.
+pub(super) fn lap_row(r: &::postgres::Row) -> LapRow {
+    LapRow {
+        lap: r.get(0),
+        ts: r.get(1),
+        decision: r.get(2),
+        passed: r.get(3),
+        detail: r.get(4),
+        score: r.get(5),
+        budget: r.get(6),
+        memory_id: r.get(7),
+        rejected: r.get(8),
+    }
+}
+
+impl LedgerRows for PgStore {
+    /// One step of an agent-driven run, atomically: the run row is read `FOR UPDATE`, so
+    /// concurrent steps on any host number their laps one after another.
+    fn step_locked_with(&mut self, run_id: &str, decide: &mut dyn FnMut(RunRow) -> Result<StepWrite>) -> Result<()> {
+        let store = self.url.redacted().to_string();
+        let pg = |e: ::postgres::Error| pg_error(&store, &e);
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(pg)?;
+        let row = tx
+            .query_opt(&format!("SELECT {RUN_COLUMNS}, host FROM loop_runs WHERE run_id = $1 FOR UPDATE"), &[&run_id])
+            .map_err(pg)?
+            .ok_or_else(|| crate::Error::NotFound { what: "run", id: run_id.to_string() })?;
+        let run = self.run_row(&row)?;
+        let w = decide(run)?;
+        tx.execute(
+            "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL)",
+            &[&run_id, &w.lap.lap, &w.lap.ts, &w.lap.decision, &w.lap.passed, &w.lap.detail, &w.lap.score, &w.lap.budget],
+        )
+        .map_err(pg)?;
+        tx.execute("UPDATE loop_runs SET laps = $2, state = $3 WHERE run_id = $1", &[&run_id, &w.lap.lap, &w.state]).map_err(pg)?;
+        if let Some(RunEnding { status, reason, result }) = &w.end {
+            tx.execute(
+                "UPDATE loop_runs SET status = $2, reason = $3, ended_at = $4, result = $5 WHERE run_id = $1",
+                &[&run_id, &status.as_str(), reason, &crate::memory::now_rfc3339(), result],
+            )
+            .map_err(pg)?;
+        }
+        notify(&mut tx, Topic::Ledger).map_err(pg)?;
+        tx.commit().map_err(pg)?;
+        Ok(())
+    }
+
+    fn laps_record(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
+        self.laps_insert_with_memory(laps)
+    }
+
+    fn run_start(&mut self, run: &RunRow) -> Result<()> {
         let mut c = self.client()?;
         let r = (|| {
             let mut tx = c.transaction()?;
@@ -63,7 +117,7 @@ impl PgStore {
     /// Records laps of blocking runs with their ledger memories, in one transaction (which
     /// inserts memories, so it holds the id lock). The run row is left alone: a running run's
     /// lap count is read from its laps (`run_laps!`), as on SQLite.
-    pub fn laps_insert_with_memory(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
+    fn laps_insert_with_memory(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
         let mut c = self.client()?;
         let r = (|| {
             let mut tx = begin_inserts(&mut c)?;
@@ -82,7 +136,7 @@ impl PgStore {
         r.map_err(|e| pg_error(self.url.redacted(), &e))
     }
 
-    pub fn runs_finish(&mut self, ends: &[RunEnd<'_>]) -> Result<()> {
+    fn runs_finish(&mut self, ends: &[RunEnd<'_>]) -> Result<()> {
         let now = crate::memory::now_rfc3339();
         let mut c = self.client()?;
         let r = (|| {
@@ -99,50 +153,18 @@ impl PgStore {
         r.map_err(|e| pg_error(self.url.redacted(), &e))
     }
 
-    pub fn run_finish(&mut self, run_id: &str, status: RunStatus, reason: &str, laps: i64, result: &str) -> Result<()> {
+    fn run_finish(&mut self, run_id: &str, status: RunStatus, reason: &str, laps: i64, result: &str) -> Result<()> {
         self.runs_finish(&[RunEnd { run_id, status, reason, laps, result }])
     }
 
-    /// One step of an agent-driven run, atomically: the run row is read `FOR UPDATE`, so
-    /// concurrent steps on any host number their laps one after another.
-    pub fn step_locked<T>(&mut self, run_id: &str, decide: impl FnOnce(RunRow) -> Result<(StepWrite, T)>) -> Result<T> {
-        let store = self.url.redacted().to_string();
-        let pg = |e: ::postgres::Error| pg_error(&store, &e);
-        let mut c = self.client()?;
-        let mut tx = c.transaction().map_err(pg)?;
-        let row = tx
-            .query_opt(&format!("SELECT {RUN_COLUMNS}, host FROM loop_runs WHERE run_id = $1 FOR UPDATE"), &[&run_id])
-            .map_err(pg)?
-            .ok_or_else(|| crate::Error::NotFound { what: "run", id: run_id.to_string() })?;
-        let run = self.run_row(&row)?;
-        let (w, out) = decide(run)?;
-        tx.execute(
-            "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULL)",
-            &[&run_id, &w.lap.lap, &w.lap.ts, &w.lap.decision, &w.lap.passed, &w.lap.detail, &w.lap.score, &w.lap.budget],
-        )
-        .map_err(pg)?;
-        tx.execute("UPDATE loop_runs SET laps = $2, state = $3 WHERE run_id = $1", &[&run_id, &w.lap.lap, &w.state]).map_err(pg)?;
-        if let Some((status, reason, result)) = &w.end {
-            tx.execute(
-                "UPDATE loop_runs SET status = $2, reason = $3, ended_at = $4, result = $5 WHERE run_id = $1",
-                &[&run_id, &status.as_str(), reason, &crate::memory::now_rfc3339(), result],
-            )
-            .map_err(pg)?;
-        }
-        notify(&mut tx, Topic::Ledger).map_err(pg)?;
-        tx.commit().map_err(pg)?;
-        Ok(out)
-    }
-
-    pub fn lap_set_memory(&mut self, run_id: &str, lap: i64, memory_id: i64) -> Result<()> {
+    fn lap_set_memory(&mut self, run_id: &str, lap: i64, memory_id: i64) -> Result<()> {
         self.client()?
             .execute("UPDATE loop_laps SET memory_id = $3 WHERE run_id = $1 AND lap = $2", &[&run_id, &lap, &memory_id])
             .map_err(|e| self.err(e))?;
         Ok(())
     }
 
-    pub fn run_end_if_running(&mut self, run_id: &str, status: RunStatus, reason: &str) -> Result<bool> {
+    fn run_end_if_running(&mut self, run_id: &str, status: RunStatus, reason: &str) -> Result<bool> {
         let mut c = self.client()?;
         let r = (|| {
             let mut tx = c.transaction()?;
@@ -157,7 +179,7 @@ impl PgStore {
         r.map_err(|e| pg_error(self.url.redacted(), &e))
     }
 
-    pub fn run_request_cancel(&mut self, run_id: &str) -> Result<Option<RunStatus>> {
+    fn run_request_cancel(&mut self, run_id: &str) -> Result<Option<RunStatus>> {
         let mut c = self.client()?;
         let r = (|| {
             let mut tx = c.transaction()?;
@@ -174,7 +196,7 @@ impl PgStore {
         status.map(|s| RunStatus::parse(&s)).transpose()
     }
 
-    pub fn runs_cancelling(&self) -> Result<std::collections::HashSet<String>> {
+    fn runs_cancelling(&self) -> Result<std::collections::HashSet<String>> {
         let rows = self
             .client()?
             .query("SELECT run_id FROM loop_runs WHERE cancel_requested AND status = 'running'", &[])
@@ -182,7 +204,7 @@ impl PgStore {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    pub fn run_get(&self, run_id: &str) -> Result<Option<RunRow>> {
+    fn run_get(&self, run_id: &str) -> Result<Option<RunRow>> {
         let row = self
             .client()?
             .query_opt(&format!("SELECT {RUN_COLUMNS}, host FROM loop_runs WHERE run_id = $1"), &[&run_id])
@@ -190,12 +212,12 @@ impl PgStore {
         row.map(|r| self.run_row(&r)).transpose()
     }
 
-    pub fn run_history(&self, name: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
+    fn run_history(&self, name: Option<&str>, limit: usize) -> Result<Vec<RunRow>> {
         Ok(self.run_page(name, limit, None)?.into_iter().map(|r| r.run).collect())
     }
 
     /// A page of runs newest first (start order), with their sequence numbers for paging.
-    pub fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<PagedRun>> {
+    fn run_page(&self, name: Option<&str>, limit: usize, before: Option<i64>) -> Result<Vec<PagedRun>> {
         let rows = self
             .client()?
             .query(
@@ -209,7 +231,7 @@ impl PgStore {
         rows.iter().map(|r| Ok(PagedRun { cursor: r.get(13), run: self.run_row(r)? })).collect()
     }
 
-    pub fn loop_names(&self, limit: usize) -> Result<Vec<LoopName>> {
+    fn loop_names(&self, limit: usize) -> Result<Vec<LoopName>> {
         let rows = self
             .client()?
             .query(
@@ -222,7 +244,7 @@ impl PgStore {
         Ok(rows.iter().map(|r| LoopName { name: r.get(0), runs: r.get(1), last_run_id: r.get(2) }).collect())
     }
 
-    pub fn run_laps_after(&self, run_id: &str, after: i64, limit: usize) -> Result<Vec<LapRow>> {
+    fn run_laps_after(&self, run_id: &str, after: i64, limit: usize) -> Result<Vec<LapRow>> {
         let rows = self
             .client()?
             .query(
@@ -231,20 +253,5 @@ impl PgStore {
             )
             .map_err(|e| self.err(e))?;
         Ok(rows.iter().map(lap_row).collect())
-    }
-}
-
-/// Reads a lap from the first columns of a row selected with `LAP_COLUMNS`.
-pub(super) fn lap_row(r: &::postgres::Row) -> LapRow {
-    LapRow {
-        lap: r.get(0),
-        ts: r.get(1),
-        decision: r.get(2),
-        passed: r.get(3),
-        detail: r.get(4),
-        score: r.get(5),
-        budget: r.get(6),
-        memory_id: r.get(7),
-        rejected: r.get(8),
     }
 }

@@ -42,7 +42,7 @@ use ::postgres::{Client, Config, NoTls, Transaction};
 
 use self::tls::Connector;
 
-use super::{row_key, Counts, IdMarks, Inserted, ListFilter, NewRow, PendingRow, StoredVector, VectorVisitor};
+use super::{row_key, Backend, Counts, IdMarks, Inserted, ListFilter, MemoryRows, NewRow, PendingRow, StoredVector, VectorVisitor};
 use crate::feed::Topic;
 use crate::memory::{now_rfc3339, Kind, Memory};
 use crate::{Error, Result};
@@ -317,300 +317,9 @@ impl PgStore {
         pg_error(self.url.redacted(), &e)
     }
 
-    pub fn read_only(&self) -> bool {
-        false
-    }
-
-    pub fn writable(&self) -> Result<()> {
-        Ok(())
-    }
-
-    /// slm's own check of the shared database: the schema version, and every stored vector of
-    /// the right size (page-level checks are the server's job: `amcheck`, backups).
-    pub fn check_integrity(&mut self, _full: bool) -> Result<String> {
-        let bytes = (crate::embed::DIM * 4) as i32;
-        let bad: i64 = self
-            .client()?
-            .query_one("SELECT count(*) FROM memories WHERE octet_length(embedding) NOT IN (0, $1)", &[&bytes])
-            .map_err(|e| self.err(e))?
-            .get(0);
-        let verdict = if bad == 0 { "ok".to_string() } else { format!("{bad} rows hold a vector of the wrong size") };
-        self.integrity = Some(verdict.clone());
-        Ok(verdict)
-    }
-
-    pub fn integrity(&self) -> Option<&str> {
-        self.integrity.as_deref()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.shown
-    }
-
     /// The meta value of `key` as read at open, while that read is recent.
     fn opened_meta(&self, key: &str) -> Option<&String> {
         (self.opened.0.elapsed() < META_SNAPSHOT_FOR).then(|| self.opened.1.get(key)).flatten()
-    }
-
-    pub fn meta(&self, key: &str) -> Result<Option<String>> {
-        if let Some(v) = self.opened_meta(key) {
-            return Ok(Some(v.clone()));
-        }
-        let row =
-            self.client()?.query_typed_opt("SELECT value FROM meta WHERE key = $1", &[(&key, Type::TEXT)]).map_err(|e| self.err(e))?;
-        Ok(row.map(|r| r.get(0)))
-    }
-
-    pub fn meta_init(&mut self, key: &str, value: &str) -> Result<String> {
-        if let Some(v) = self.opened_meta(key) {
-            return Ok(v.clone());
-        }
-        self.client()?
-            .execute("INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[&key, &value])
-            .map_err(|e| self.err(e))?;
-        Ok(self.meta(key)?.unwrap_or_else(|| value.to_string()))
-    }
-
-    pub fn find_dedup(&self, key: &[u8]) -> Result<Option<i64>> {
-        let row = self
-            .client()?
-            .query_typed_opt("SELECT id FROM memories WHERE dedup_key = $1", &[(&key, Type::BYTEA)])
-            .map_err(|e| self.err(e))?;
-        Ok(row.map(|r| r.get(0)))
-    }
-
-    /// Inserts rows in one transaction, in commit order (see the module docs).
-    pub fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<Inserted>> {
-        let topic = if rows.iter().any(|r| r.kind == Kind::Memory) { Topic::Memories } else { Topic::Ledger };
-        let mut c = self.client()?;
-        let r = (|| {
-            let mut tx = begin_inserts(&mut c)?;
-            let now = now_rfc3339();
-            let out = rows.iter().map(|row| insert_row(&mut tx, row, row.created_at.unwrap_or(&now))).collect::<Result<Vec<_>, _>>()?;
-            notify(&mut tx, topic)?;
-            tx.commit()?;
-            Ok(out)
-        })();
-        r.map_err(|e| pg_error(self.url.redacted(), &e))
-    }
-
-    pub fn forget(&mut self, ids: &[i64]) -> Result<Vec<i64>> {
-        let mut c = self.client()?;
-        let r = (|| {
-            let mut tx = c.transaction()?;
-            let gone: Vec<i64> =
-                tx.query("DELETE FROM memories WHERE id = ANY($1) RETURNING id", &[&ids])?.iter().map(|r| r.get(0)).collect();
-            notify(&mut tx, Topic::Memories)?;
-            tx.commit()?;
-            Ok(gone)
-        })();
-        let gone = r.map_err(|e| pg_error(self.url.redacted(), &e))?;
-        Ok(ids.iter().copied().filter(|id| gone.contains(id)).collect())
-    }
-
-    pub fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>> {
-        let rows = self
-            .client()?
-            .query_typed(&format!("{MEMORY_SELECT} WHERE m.id = ANY($1)"), &[(&ids, Type::INT8_ARRAY)])
-            .map_err(|e| self.err(e))?;
-        let mut by_id: std::collections::HashMap<i64, Memory> =
-            rows.iter().map(to_memory).collect::<Result<Vec<_>>>()?.into_iter().map(|m| (m.id, m)).collect();
-        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
-    }
-
-    pub fn list(&self, f: &ListFilter<'_>) -> Result<Vec<Memory>> {
-        let ListFilter { tags, kind, limit, before, live_at } = *f;
-        let kind = kind.map(|k| k.as_str().to_string());
-        let tags = tags.to_vec();
-        let sql = format!(
-            "{MEMORY_SELECT} WHERE m.id < $1 AND ($2::text IS NULL OR m.kind = $2)
-               AND (cardinality($3::text[]) = 0 OR (SELECT count(*) FROM memory_tags t
-                    WHERE t.memory_id = m.id AND t.tag = ANY($3)) = cardinality($3::text[]))
-               AND ($5::text IS NULL OR m.expires_at IS NULL OR m.expires_at > $5)
-             ORDER BY m.id DESC LIMIT $4"
-        );
-        let rows =
-            self.client()?.query(&sql, &[&before.unwrap_or(i64::MAX), &kind, &tags, &(limit as i64), &live_at]).map_err(|e| self.err(e))?;
-        rows.iter().map(to_memory).collect()
-    }
-
-    /// Ends the session cleanly (the server sees a goodbye, not a dropped socket), or, once
-    /// the process is about to exit ([`leave_at_exit`]), leaves it to the exit.
-    pub fn close(&mut self) {
-        if let Some(c) = self.conn.borrow_mut().take() {
-            if LEAVING.load(Ordering::Acquire) {
-                std::mem::forget(c);
-                return;
-            }
-            off_async(move || drop(c.close()));
-        }
-    }
-
-    /// Nothing to set up: each batch is one transaction on the server either way.
-    pub fn bulk_mode(&mut self) -> Result<()> {
-        Ok(())
-    }
-
-    pub fn counts(&self) -> Result<Counts> {
-        let row = self
-            .client()?
-            .query_one("SELECT count(*) FILTER (WHERE kind = 'memory'), count(*) FILTER (WHERE kind = 'lap') FROM memories", &[])
-            .map_err(|e| self.err(e))?;
-        Ok(Counts { memories: row.get::<_, i64>(0) as u64, laps: row.get::<_, i64>(1) as u64 })
-    }
-
-    pub fn max_id(&self) -> Result<i64> {
-        let row = self.client()?.query_typed_one("SELECT coalesce(max(id), 0) FROM memories", &[]).map_err(|e| self.err(e))?;
-        Ok(row.get(0))
-    }
-
-    /// The largest id stored, and the largest the sequence has handed out (never goes down,
-    /// like `AUTOINCREMENT`), in one round trip.
-    pub fn id_marks(&self) -> Result<IdMarks> {
-        let row = self
-            .client()?
-            .query_typed_one(
-                "SELECT (SELECT coalesce(max(id), 0) FROM memories),
-                        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM memories_id_seq)",
-                &[],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(IdMarks { max: row.get(0), issued: row.get(1) })
-    }
-
-    /// The stored vector bytes of those of `ids` that exist, in one round trip.
-    pub fn vector_blobs(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<u8>>> {
-        let rows = self
-            .client()?
-            .query_typed("SELECT id, embedding FROM memories WHERE id = ANY($1)", &[(&ids, Type::INT8_ARRAY)])
-            .map_err(|e| self.err(e))?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-    }
-
-    /// Streams the vectors of rows with `id > after` in id order (never the whole set in memory).
-    pub fn vectors_after(&self, after: i64, kind: Option<Kind>, visit: &mut VectorVisitor<'_>) -> Result<()> {
-        let kind = kind.map(|k| k.as_str().to_string());
-        let mut c = self.client()?;
-        let params: [(&(dyn ::postgres::types::ToSql + Sync), Type); 2] = [(&after, Type::INT8), (&kind, Type::TEXT)];
-        let mut rows = c
-            .query_typed_raw(
-                "SELECT id, kind, embedding FROM memories WHERE id > $1 AND ($2::text IS NULL OR kind = $2) ORDER BY id",
-                params,
-            )
-            .map_err(|e| pg_error(self.url.redacted(), &e))?;
-        while let Some(row) = rows.next().map_err(|e| pg_error(self.url.redacted(), &e))? {
-            let kind: &str = row.get(1);
-            visit(row.get(0), Kind::parse(kind)?, row.get::<_, &[u8]>(2))?;
-        }
-        Ok(())
-    }
-
-    pub fn ids_with_all_tags_in(&self, tags: &[String], after: i64, upto: i64) -> Result<Vec<i64>> {
-        if tags.is_empty() {
-            return Ok(Vec::new());
-        }
-        let tags = tags.to_vec();
-        let rows = self
-            .client()?
-            .query(
-                "SELECT memory_id FROM memory_tags WHERE tag = ANY($3) AND memory_id > $1 AND memory_id <= $2
-                 GROUP BY memory_id HAVING count(*) = $4 ORDER BY memory_id",
-                &[&after, &upto, &tags, &(tags.len() as i64)],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
-    }
-
-    pub fn pending_rows(&self, limit: usize) -> Result<Vec<PendingRow>> {
-        let rows = self
-            .client()?
-            .query("SELECT id, content FROM memories WHERE octet_length(embedding) = 0 ORDER BY id LIMIT $1", &[&(limit as i64)])
-            .map_err(|e| self.err(e))?;
-        Ok(rows.iter().map(|r| PendingRow { id: r.get(0), content: r.get(1) }).collect())
-    }
-
-    /// Takes `BACKFILL_LOCK` for this session if no other session holds it. Every `loop run`
-    /// and `loop step` on every host starts a backfill of the same shared pending rows; without
-    /// this, a burst of runs made a herd of processes embedding the same laps at once (each
-    /// with its model's threads), slowing every host. Released by [`PgStore::backfill_unlock`].
-    pub fn try_backfill_lock(&self) -> Result<bool> {
-        let row = self.client()?.query_one("SELECT pg_try_advisory_lock($1)", &[&BACKFILL_LOCK]).map_err(|e| self.err(e))?;
-        Ok(row.get(0))
-    }
-
-    /// Releases `BACKFILL_LOCK` (taken by [`PgStore::try_backfill_lock`]). Best effort: a
-    /// session that ends releases it too.
-    pub fn backfill_unlock(&self) {
-        if let Ok(mut c) = self.client() {
-            let _ = c.execute("SELECT pg_advisory_unlock($1)", &[&BACKFILL_LOCK]);
-        }
-    }
-
-    /// Stores the vectors of rows stored without one, in one transaction (see SQLite's).
-    pub fn set_embeddings(&mut self, rows: &[(i64, Vec<f32>)]) -> Result<usize> {
-        let store = self.url.redacted().to_string();
-        let pg = |e: ::postgres::Error| pg_error(&store, &e);
-        let mut c = self.client()?;
-        let mut tx = c.transaction().map_err(pg)?;
-        let st = tx.prepare("UPDATE memories SET embedding = $2 WHERE id = $1 AND octet_length(embedding) = 0").map_err(pg)?;
-        let mut n = 0;
-        for (id, v) in rows {
-            n += tx.execute(&st, &[id, &crate::spaces::to_blob(v)]).map_err(pg)? as usize;
-        }
-        tx.commit().map_err(pg)?;
-        Ok(n)
-    }
-
-    pub fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<StoredVector>> {
-        let rows =
-            self.client()?.query("SELECT id, embedding, content FROM memories WHERE id = ANY($1)", &[&ids]).map_err(|e| self.err(e))?;
-        let mut by_id: std::collections::HashMap<i64, (Vec<u8>, String)> = rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
-        Ok(ids.iter().filter_map(|id| by_id.remove(id).map(|(blob, content)| StoredVector { id: *id, blob, content })).collect())
-    }
-
-    /// See [`crate::storage::SqliteStore::last_id_before`].
-    pub fn last_id_before(&self, at: &str) -> Result<i64> {
-        let row = self
-            .client()?
-            .query_typed_one(
-                "SELECT coalesce((SELECT id FROM memories WHERE created_at < $1 ORDER BY id DESC LIMIT 1), 0)",
-                &[(&at, ::postgres::types::Type::TEXT)],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(row.get(0))
-    }
-
-    /// Memories that have expired at `now`, oldest expiry first (the partial index).
-    pub fn expired_ids(&self, now: &str) -> Result<Vec<i64>> {
-        let rows = self
-            .client()?
-            .query_typed(
-                "SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at",
-                &[(&now, Type::TEXT)],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
-    }
-
-    /// Sets each memory's expiry to the given one where it differs: one statement, which
-    /// writes no row whose expiry is already so.
-    pub fn set_expiry(&mut self, rows: &[(i64, Option<&str>)]) -> Result<()> {
-        let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
-        let ats: Vec<Option<&str>> = rows.iter().map(|r| r.1).collect();
-        self.client()?
-            .query_typed(
-                "UPDATE memories m SET expires_at = v.at FROM unnest($1::bigint[], $2::text[]) AS v(id, at)
-                 WHERE m.id = v.id AND m.expires_at IS DISTINCT FROM v.at",
-                &[(&ids, Type::INT8_ARRAY), (&ats, Type::TEXT_ARRAY)],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(())
-    }
-
-    pub fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
-        let rows = self.client()?.query("SELECT id FROM memories WHERE id = ANY($1)", &[&ids]).map_err(|e| self.err(e))?;
-        let found: std::collections::HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
-        Ok(ids.iter().copied().filter(|id| found.contains(id)).collect())
     }
 }
 
@@ -697,6 +406,309 @@ fn insert_row(tx: &mut Transaction<'_>, row: &NewRow<'_>, created_at: &str) -> R
         )?;
     }
     Ok(Inserted { id, deduped: false })
+}
+
+impl Backend for PgStore {
+    fn schema_version(&self) -> i64 {
+        i64::from(PG_SCHEMA_VERSION)
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn writable(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// slm's own check of the shared database: the schema version, and every stored vector of
+    /// the right size (page-level checks are the server's job: `amcheck`, backups).
+    fn check_integrity(&mut self, _full: bool) -> Result<String> {
+        let bytes = (crate::embed::DIM * 4) as i32;
+        let bad: i64 = self
+            .client()?
+            .query_one("SELECT count(*) FROM memories WHERE octet_length(embedding) NOT IN (0, $1)", &[&bytes])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        let verdict = if bad == 0 { "ok".to_string() } else { format!("{bad} rows hold a vector of the wrong size") };
+        self.integrity = Some(verdict.clone());
+        Ok(verdict)
+    }
+
+    fn integrity(&self) -> Option<&str> {
+        self.integrity.as_deref()
+    }
+
+    fn path(&self) -> &Path {
+        &self.shown
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>> {
+        if let Some(v) = self.opened_meta(key) {
+            return Ok(Some(v.clone()));
+        }
+        let row =
+            self.client()?.query_typed_opt("SELECT value FROM meta WHERE key = $1", &[(&key, Type::TEXT)]).map_err(|e| self.err(e))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    fn meta_init(&mut self, key: &str, value: &str) -> Result<String> {
+        if let Some(v) = self.opened_meta(key) {
+            return Ok(v.clone());
+        }
+        self.client()?
+            .execute("INSERT INTO meta(key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", &[&key, &value])
+            .map_err(|e| self.err(e))?;
+        Ok(self.meta(key)?.unwrap_or_else(|| value.to_string()))
+    }
+
+    /// Ends the session cleanly (the server sees a goodbye, not a dropped socket), or, once
+    /// the process is about to exit ([`leave_at_exit`]), leaves it to the exit.
+    fn close(&mut self) {
+        if let Some(c) = self.conn.borrow_mut().take() {
+            if LEAVING.load(Ordering::Acquire) {
+                std::mem::forget(c);
+                return;
+            }
+            off_async(move || drop(c.close()));
+        }
+    }
+
+    /// Nothing to set up: each batch is one transaction on the server either way.
+    fn bulk_mode(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Takes `BACKFILL_LOCK` for this session if no other session holds it. Every `loop run`
+    /// and `loop step` on every host starts a backfill of the same shared pending rows; without
+    /// this, a burst of runs made a herd of processes embedding the same laps at once (each
+    /// with its model's threads), slowing every host. Released by [`PgStore::backfill_unlock`].
+    fn try_backfill_lock(&self) -> Result<bool> {
+        let row = self.client()?.query_one("SELECT pg_try_advisory_lock($1)", &[&BACKFILL_LOCK]).map_err(|e| self.err(e))?;
+        Ok(row.get(0))
+    }
+
+    /// Releases `BACKFILL_LOCK` (taken by [`PgStore::try_backfill_lock`]). Best effort: a
+    /// session that ends releases it too.
+    fn backfill_unlock(&self) {
+        if let Ok(mut c) = self.client() {
+            let _ = c.execute("SELECT pg_advisory_unlock($1)", &[&BACKFILL_LOCK]);
+        }
+    }
+}
+
+impl MemoryRows for PgStore {
+    fn find_dedup(&self, key: &[u8]) -> Result<Option<i64>> {
+        let row = self
+            .client()?
+            .query_typed_opt("SELECT id FROM memories WHERE dedup_key = $1", &[(&key, Type::BYTEA)])
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Inserts rows in one transaction, in commit order (see the module docs).
+    fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<Inserted>> {
+        let topic = if rows.iter().any(|r| r.kind == Kind::Memory) { Topic::Memories } else { Topic::Ledger };
+        let mut c = self.client()?;
+        let r = (|| {
+            let mut tx = begin_inserts(&mut c)?;
+            let now = now_rfc3339();
+            let out = rows.iter().map(|row| insert_row(&mut tx, row, row.created_at.unwrap_or(&now))).collect::<Result<Vec<_>, _>>()?;
+            notify(&mut tx, topic)?;
+            tx.commit()?;
+            Ok(out)
+        })();
+        r.map_err(|e| pg_error(self.url.redacted(), &e))
+    }
+
+    fn forget(&mut self, ids: &[i64]) -> Result<Vec<i64>> {
+        let mut c = self.client()?;
+        let r = (|| {
+            let mut tx = c.transaction()?;
+            let gone: Vec<i64> =
+                tx.query("DELETE FROM memories WHERE id = ANY($1) RETURNING id", &[&ids])?.iter().map(|r| r.get(0)).collect();
+            notify(&mut tx, Topic::Memories)?;
+            tx.commit()?;
+            Ok(gone)
+        })();
+        let gone = r.map_err(|e| pg_error(self.url.redacted(), &e))?;
+        Ok(ids.iter().copied().filter(|id| gone.contains(id)).collect())
+    }
+
+    fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>> {
+        let rows = self
+            .client()?
+            .query_typed(&format!("{MEMORY_SELECT} WHERE m.id = ANY($1)"), &[(&ids, Type::INT8_ARRAY)])
+            .map_err(|e| self.err(e))?;
+        let mut by_id: std::collections::HashMap<i64, Memory> =
+            rows.iter().map(to_memory).collect::<Result<Vec<_>>>()?.into_iter().map(|m| (m.id, m)).collect();
+        Ok(ids.iter().filter_map(|id| by_id.remove(id)).collect())
+    }
+
+    fn list(&self, f: &ListFilter<'_>) -> Result<Vec<Memory>> {
+        let ListFilter { tags, kind, limit, before, live_at } = *f;
+        let kind = kind.map(|k| k.as_str().to_string());
+        let tags = tags.to_vec();
+        let sql = format!(
+            "{MEMORY_SELECT} WHERE m.id < $1 AND ($2::text IS NULL OR m.kind = $2)
+               AND (cardinality($3::text[]) = 0 OR (SELECT count(*) FROM memory_tags t
+                    WHERE t.memory_id = m.id AND t.tag = ANY($3)) = cardinality($3::text[]))
+               AND ($5::text IS NULL OR m.expires_at IS NULL OR m.expires_at > $5)
+             ORDER BY m.id DESC LIMIT $4"
+        );
+        let rows =
+            self.client()?.query(&sql, &[&before.unwrap_or(i64::MAX), &kind, &tags, &(limit as i64), &live_at]).map_err(|e| self.err(e))?;
+        rows.iter().map(to_memory).collect()
+    }
+
+    fn counts(&self) -> Result<Counts> {
+        let row = self
+            .client()?
+            .query_one("SELECT count(*) FILTER (WHERE kind = 'memory'), count(*) FILTER (WHERE kind = 'lap') FROM memories", &[])
+            .map_err(|e| self.err(e))?;
+        Ok(Counts { memories: row.get::<_, i64>(0) as u64, laps: row.get::<_, i64>(1) as u64 })
+    }
+
+    fn max_id(&self) -> Result<i64> {
+        let row = self.client()?.query_typed_one("SELECT coalesce(max(id), 0) FROM memories", &[]).map_err(|e| self.err(e))?;
+        Ok(row.get(0))
+    }
+
+    /// The largest id stored, and the largest the sequence has handed out (never goes down,
+    /// like `AUTOINCREMENT`), in one round trip.
+    fn id_marks(&self) -> Result<IdMarks> {
+        let row = self
+            .client()?
+            .query_typed_one(
+                "SELECT (SELECT coalesce(max(id), 0) FROM memories),
+                        (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM memories_id_seq)",
+                &[],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(IdMarks { max: row.get(0), issued: row.get(1) })
+    }
+
+    /// The stored vector bytes of those of `ids` that exist, in one round trip.
+    fn vector_blobs(&self, ids: &[i64]) -> Result<HashMap<i64, Vec<u8>>> {
+        let rows = self
+            .client()?
+            .query_typed("SELECT id, embedding FROM memories WHERE id = ANY($1)", &[(&ids, Type::INT8_ARRAY)])
+            .map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// Streams the vectors of rows with `id > after` in id order (never the whole set in memory).
+    fn vectors_after(&self, after: i64, kind: Option<Kind>, visit: &mut VectorVisitor<'_>) -> Result<()> {
+        let kind = kind.map(|k| k.as_str().to_string());
+        let mut c = self.client()?;
+        let params: [(&(dyn ::postgres::types::ToSql + Sync), Type); 2] = [(&after, Type::INT8), (&kind, Type::TEXT)];
+        let mut rows = c
+            .query_typed_raw(
+                "SELECT id, kind, embedding FROM memories WHERE id > $1 AND ($2::text IS NULL OR kind = $2) ORDER BY id",
+                params,
+            )
+            .map_err(|e| pg_error(self.url.redacted(), &e))?;
+        while let Some(row) = rows.next().map_err(|e| pg_error(self.url.redacted(), &e))? {
+            let kind: &str = row.get(1);
+            visit(row.get(0), Kind::parse(kind)?, row.get::<_, &[u8]>(2))?;
+        }
+        Ok(())
+    }
+
+    fn ids_with_all_tags_in(&self, tags: &[String], after: i64, upto: i64) -> Result<Vec<i64>> {
+        if tags.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tags = tags.to_vec();
+        let rows = self
+            .client()?
+            .query(
+                "SELECT memory_id FROM memory_tags WHERE tag = ANY($3) AND memory_id > $1 AND memory_id <= $2
+                 GROUP BY memory_id HAVING count(*) = $4 ORDER BY memory_id",
+                &[&after, &upto, &tags, &(tags.len() as i64)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn pending_rows(&self, limit: usize) -> Result<Vec<PendingRow>> {
+        let rows = self
+            .client()?
+            .query("SELECT id, content FROM memories WHERE octet_length(embedding) = 0 ORDER BY id LIMIT $1", &[&(limit as i64)])
+            .map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| PendingRow { id: r.get(0), content: r.get(1) }).collect())
+    }
+
+    /// Stores the vectors of rows stored without one, in one transaction (see SQLite's).
+    fn set_embeddings(&mut self, rows: &[(i64, Vec<f32>)]) -> Result<usize> {
+        let store = self.url.redacted().to_string();
+        let pg = |e: ::postgres::Error| pg_error(&store, &e);
+        let mut c = self.client()?;
+        let mut tx = c.transaction().map_err(pg)?;
+        let st = tx.prepare("UPDATE memories SET embedding = $2 WHERE id = $1 AND octet_length(embedding) = 0").map_err(pg)?;
+        let mut n = 0;
+        for (id, v) in rows {
+            n += tx.execute(&st, &[id, &crate::spaces::to_blob(v)]).map_err(pg)? as usize;
+        }
+        tx.commit().map_err(pg)?;
+        Ok(n)
+    }
+
+    fn vectors_or_content(&self, ids: &[i64]) -> Result<Vec<StoredVector>> {
+        let rows =
+            self.client()?.query("SELECT id, embedding, content FROM memories WHERE id = ANY($1)", &[&ids]).map_err(|e| self.err(e))?;
+        let mut by_id: std::collections::HashMap<i64, (Vec<u8>, String)> = rows.iter().map(|r| (r.get(0), (r.get(1), r.get(2)))).collect();
+        Ok(ids.iter().filter_map(|id| by_id.remove(id).map(|(blob, content)| StoredVector { id: *id, blob, content })).collect())
+    }
+
+    /// See [`crate::storage::SqliteStore::last_id_before`].
+    fn last_id_before(&self, at: &str) -> Result<i64> {
+        let row = self
+            .client()?
+            .query_typed_one(
+                "SELECT coalesce((SELECT id FROM memories WHERE created_at < $1 ORDER BY id DESC LIMIT 1), 0)",
+                &[(&at, ::postgres::types::Type::TEXT)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(row.get(0))
+    }
+
+    /// Memories that have expired at `now`, oldest expiry first (the partial index).
+    fn expired_ids(&self, now: &str) -> Result<Vec<i64>> {
+        let rows = self
+            .client()?
+            .query_typed(
+                "SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at",
+                &[(&now, Type::TEXT)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Sets each memory's expiry to the given one where it differs: one statement, which
+    /// writes no row whose expiry is already so.
+    fn set_expiry(&mut self, rows: &[(i64, Option<&str>)]) -> Result<()> {
+        let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+        let ats: Vec<Option<&str>> = rows.iter().map(|r| r.1).collect();
+        self.client()?
+            .query_typed(
+                "UPDATE memories m SET expires_at = v.at FROM unnest($1::bigint[], $2::text[]) AS v(id, at)
+                 WHERE m.id = v.id AND m.expires_at IS DISTINCT FROM v.at",
+                &[(&ids, Type::INT8_ARRAY), (&ats, Type::TEXT_ARRAY)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn existing(&self, ids: &[i64]) -> Result<Vec<i64>> {
+        let rows = self.client()?.query("SELECT id FROM memories WHERE id = ANY($1)", &[&ids]).map_err(|e| self.err(e))?;
+        let found: std::collections::HashSet<i64> = rows.iter().map(|r| r.get(0)).collect();
+        Ok(ids.iter().copied().filter(|id| found.contains(id)).collect())
+    }
 }
 
 #[cfg(test)]

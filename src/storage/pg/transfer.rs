@@ -6,11 +6,28 @@ use super::ledger::{lap_row, LAP_COLUMNS};
 use super::{pg_error, PgStore};
 use crate::memory::Kind;
 use crate::storage::transfer::split_tags;
-use crate::storage::{find_row, ExportItem, LapOut, MemoryOut, RunOut};
+use crate::storage::{ExportItem, LapMemoryRef, LapOut, LapRow, MemoryOut, RunOut, TransferRows};
 use crate::Result;
 
-impl PgStore {
-    pub fn export(&mut self, visit: &mut dyn FnMut(ExportItem) -> Result<()>) -> Result<()> {
+impl TransferRows for PgStore {
+    fn run_exists(&self, run_id: &str) -> Result<bool> {
+        let found = self.client()?.query_opt("SELECT 1 FROM loop_runs WHERE run_id = $1", &[&run_id]).map_err(|e| self.err(e))?;
+        Ok(found.is_some())
+    }
+
+    fn lap_import_row(&mut self, run_id: &str, row: &LapRow, memory_id: Option<i64>) -> Result<bool> {
+        let n = self
+            .client()?
+            .execute(
+                "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (run_id, lap) DO NOTHING",
+                &[&run_id, &row.lap, &row.ts, &row.decision, &row.passed, &row.detail, &row.score, &row.budget, &memory_id, &row.rejected],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    fn export(&mut self, visit: &mut dyn FnMut(ExportItem) -> Result<()>) -> Result<()> {
         let store = self.url.redacted().to_string();
         let pg = |e: ::postgres::Error| pg_error(&store, &e);
         let mut c = self.client()?;
@@ -77,13 +94,17 @@ impl PgStore {
         {
             let content: Option<String> = r.get(10);
             let tags = split_tags(r.get(11));
-            visit(ExportItem::Lap(LapOut { row: lap_row(&r), run_id: r.get(9), memory: content.map(|c| (c, tags)) }))?;
+            visit(ExportItem::Lap(LapOut {
+                row: lap_row(&r),
+                run_id: r.get(9),
+                memory: content.map(|content| LapMemoryRef { content, tags }),
+            }))?;
         }
         tx.commit().map_err(pg)
     }
 
     /// Stores an imported run unless its id is stored (owner: pid 0 on this host).
-    pub fn run_import(&mut self, run: &RunOut) -> Result<bool> {
+    fn run_import(&mut self, run: &RunOut) -> Result<bool> {
         let n = self
             .client()?
             .execute(
@@ -103,38 +124,6 @@ impl PgStore {
                     &run.cancel_requested,
                     &run.result,
                     &run.state,
-                ],
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(n == 1)
-    }
-
-    /// Stores an imported lap unless stored, linked to its ledger memory when that is stored.
-    pub fn lap_import(&mut self, lap: &LapOut) -> Result<bool> {
-        let memory_id = match &lap.memory {
-            Some((content, tags)) => find_row(|k| self.find_dedup(k), Kind::Lap, content, tags, Some(&lap.row.ts))?,
-            None => None,
-        };
-        let exists = self.client()?.query_opt("SELECT 1 FROM loop_runs WHERE run_id = $1", &[&lap.run_id]).map_err(|e| self.err(e))?;
-        if exists.is_none() {
-            return Err(crate::Error::invalid("loop_lap.run_id", &lap.run_id, "must name a run stored earlier in the import"));
-        }
-        let n = self
-            .client()?
-            .execute(
-                "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id, rejected)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (run_id, lap) DO NOTHING",
-                &[
-                    &lap.run_id,
-                    &lap.row.lap,
-                    &lap.row.ts,
-                    &lap.row.decision,
-                    &lap.row.passed,
-                    &lap.row.detail,
-                    &lap.row.score,
-                    &lap.row.budget,
-                    &memory_id,
-                    &lap.row.rejected,
                 ],
             )
             .map_err(|e| self.err(e))?;
