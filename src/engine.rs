@@ -441,7 +441,7 @@ impl Engine {
         self.store().lap_import(lap)
     }
 
-    /// Visits the whole store (see [`crate::storage::Store::export`]).
+    /// Visits the whole store (see [`crate::storage::TransferRows::export`]).
     pub fn export(&self, visit: &mut dyn FnMut(crate::storage::ExportItem) -> Result<()>) -> Result<()> {
         self.store().export(visit)
     }
@@ -454,7 +454,7 @@ impl Engine {
     }
 
     /// Prepares this engine for a long series of batch writes (an import): see
-    /// [`SqliteStore::bulk_mode`](crate::storage::SqliteStore::bulk_mode).
+    /// [`Backend::bulk_mode`](crate::storage::Backend::bulk_mode).
     pub fn prepare_bulk(&self) -> Result<()> {
         self.store().bulk_mode()
     }

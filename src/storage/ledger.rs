@@ -7,7 +7,7 @@
 use crate::record::{RunParams, RunStatus};
 use crate::Result;
 
-/// A run of a page of runs ([`crate::storage::Store::run_page`]) with its cursor: the next
+/// A run of a page of runs ([`crate::storage::LedgerRows::run_page`]) with its cursor: the next
 /// page starts `before` the last one's.
 #[derive(Debug, Clone)]
 pub struct PagedRun {
@@ -16,7 +16,7 @@ pub struct PagedRun {
 }
 
 /// A loop name with its number of runs and its newest run's id
-/// ([`crate::storage::Store::loop_names`]).
+/// ([`crate::storage::LedgerRows::loop_names`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoopName {
     pub name: String,

@@ -36,7 +36,7 @@ pub use transfer::{ExportItem, LapMemoryRef, LapOut, MemoryOut, RunOut};
 use crate::memory::Kind;
 use crate::Result;
 
-/// What [`Store::insert`] did with one row: the id it has, and whether an equal row (same
+/// What [`MemoryRows::insert`] did with one row: the id it has, and whether an equal row (same
 /// kind, content and tags) was already stored, whose id that is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Inserted {
@@ -44,7 +44,7 @@ pub struct Inserted {
     pub deduped: bool,
 }
 
-/// Rows by kind ([`Store::counts`]).
+/// Rows by kind ([`MemoryRows::counts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
     /// Memories written by agents (`kind = memory`).
@@ -53,7 +53,7 @@ pub struct Counts {
     pub laps: u64,
 }
 
-/// The two id watermarks of a store ([`Store::id_marks`]).
+/// The two id watermarks of a store ([`MemoryRows::id_marks`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdMarks {
     /// The largest id stored (0 when empty); goes down when the newest rows are forgotten.
@@ -62,7 +62,7 @@ pub struct IdMarks {
     pub issued: i64,
 }
 
-/// A row stored without a vector yet, to embed ([`Store::pending_rows`]).
+/// A row stored without a vector yet, to embed ([`MemoryRows::pending_rows`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingRow {
     pub id: i64,
@@ -70,7 +70,7 @@ pub struct PendingRow {
 }
 
 /// A row's stored vector bytes, empty when it has none yet, and its text to embed then
-/// ([`Store::vectors_or_content`]).
+/// ([`MemoryRows::vectors_or_content`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredVector {
     pub id: i64,
@@ -78,7 +78,7 @@ pub struct StoredVector {
     pub content: String,
 }
 
-/// Which memories [`Store::list`] returns, newest first.
+/// Which memories [`MemoryRows::list`] returns, newest first.
 #[derive(Debug, Clone, Copy)]
 pub struct ListFilter<'a> {
     /// Only rows carrying every one of these tags (normalised, deduplicated; empty: any).

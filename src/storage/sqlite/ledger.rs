@@ -51,7 +51,7 @@ fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
 
 impl SqliteStore {
     /// Records laps of blocking runs, their rows only, in one transaction: the ledger writer
-    /// ([`super::writer`]) gathers the laps of every run in the process, so idle laps cost a
+    /// ([`crate::storage::writer`]) gathers the laps of every run in the process, so idle laps cost a
     /// share of one commit, not a commit each. Each lap's ledger memory is derived from its
     /// row later by [`SqliteStore::laps_fold`]: written now, a thousand waiting runs would put
     /// their `loop:<name>` and `run:<suffix>` tag entries on a thousand index pages a second.
@@ -201,7 +201,7 @@ impl LedgerRows for SqliteStore {
 
     /// Records laps of blocking runs, each with its ledger memory (stored without a vector
     /// when its embedding is empty), in one transaction: the ledger writer
-    /// ([`super::writer`]) gathers the laps of every run in the process, so idle laps cost a
+    /// ([`crate::storage::writer`]) gathers the laps of every run in the process, so idle laps cost a
     /// share of one commit, not a commit each.
     fn laps_insert_with_memory(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
         let path = self.path.clone();

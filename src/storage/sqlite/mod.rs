@@ -1,5 +1,5 @@
 //! The embedded SQLite store: one database file in the data root, implementing the
-//! [`Backend`](super::Backend) contract. This file opens the connection and holds the
+//! [`Backend`] contract. This file opens the connection and holds the
 //! memory rows (`MemoryRows`); `ledger.rs` the loop ledger's SQL, `transfer.rs` export and
 //! import, `schema.rs` the schema and its migrations, `checkpoint.rs` a bulk import's
 //! background checkpoints. The shared PostgreSQL store next door (`../pg/`) keeps the same
@@ -445,7 +445,7 @@ impl Backend for SqliteStore {
     }
 
     /// Runs SQLite's integrity check (`full`: `integrity_check`, else `quick_check`) and
-    /// returns `"ok"` or the first findings; the verdict is kept for [`Store::integrity`].
+    /// returns `"ok"` or the first findings; the verdict is kept for [`Backend::integrity`].
     fn check_integrity(&mut self, full: bool) -> Result<String> {
         let verdict = run_check(&self.conn, full).unwrap_or_else(|e| format!("the check failed: {e}"));
         self.integrity = Some(verdict.clone());
