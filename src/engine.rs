@@ -459,6 +459,16 @@ impl Engine {
         self.store().bulk_mode()
     }
 
+    /// True when this process has loaded the embedding model.
+    pub fn model_loaded(&self) -> bool {
+        self.embedder.is_loaded()
+    }
+
+    /// True when at least `n` rows are stored without a vector (one indexed read).
+    pub fn pending_at_least(&self, n: usize) -> Result<bool> {
+        Ok(self.store().pending_rows(n)?.len() >= n)
+    }
+
     /// Embeds and stores the vectors of up to `max` rows stored without one; returns how many.
     pub fn backfill_pending(&self, max: usize) -> Result<usize> {
         if self.store().read_only() {

@@ -472,7 +472,13 @@ pub fn dispatch(engine: &Arc<Engine>, cmd: Checked, json_out: bool) -> slm::Resu
                 // The writer derives the laps' memories as it closes: before the backfill
                 // process looks for rows to embed.
                 host.flush_ledger();
-                spawn_backfill(engine);
+                // A process that loaded the model for its gates starts the backfill at once;
+                // one that never did (tag-only gates) would load it only for its own lap
+                // memories, so it leaves them to the next process that embeds until a batch
+                // is waiting (recall embeds pending rows on the fly meanwhile).
+                if engine.model_loaded() || engine.pending_at_least(LAZY_BACKFILL_ROWS).unwrap_or(true) {
+                    spawn_backfill(engine);
+                }
             }
             Ok(code)
         }
@@ -586,6 +592,11 @@ pub fn dispatch(engine: &Arc<Engine>, cmd: Checked, json_out: bool) -> slm::Resu
         }
     }
 }
+
+/// Rows left without a vector before a `loop run` that never loaded the model starts a
+/// backfill for them: one embedding batch, so what recall embeds on the fly stays one batch
+/// and an agent polling tag-only gates does not load the model once per run.
+const LAZY_BACKFILL_ROWS: usize = 64;
 
 /// Starts `slm embed-pending` in the background, detached, to add the vectors of the ledger
 /// memories this step stored without one. Best effort: if it cannot start, recall still

@@ -266,6 +266,41 @@ fn a_tag_only_gate_converges_without_the_model_loaded() {
     assert!(mapped.is_empty(), "a tag-only run mapped {mapped:?}");
 }
 
+/// Rows stored without a vector, read from the store itself.
+fn pending(root: &Root) -> usize {
+    root.open_store().pending_rows(1000).unwrap().len()
+}
+
+/// A tag-only `loop run` never loaded the model, so it does not start a background
+/// `embed-pending` (which would load it) for its own lap memory: the lap waits, found by
+/// recall meanwhile, until a batch of 64 rows is waiting; the run that makes it 64 starts
+/// the backfill, which embeds them all. (The "does not start" half waits 2 s for a process
+/// that would take the lock file at once; a backfill that ran would leave no row pending.)
+#[test]
+fn tag_only_runs_leave_lap_vectors_until_a_batch_is_waiting() {
+    let root = Root::new();
+    root.remember("PR 42: approved by the reviewer", &["approved", "pr-42"]);
+    assert_eq!(pending(&root), 0, "remember embeds its own row");
+    let tag_run = |name: &str| {
+        let v = root.json(&["loop", "run", "--name", name, "--gate-tag", "pr-42", "--gate-tag", "approved"]);
+        assert_eq!(v["status"], "converged", "{v}");
+    };
+    tag_run("t0");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(pending(&root), 1, "the lap memory waits for a vector");
+    assert!(!root.dir().join("embed-pending.lock").exists(), "no backfill was started");
+    let hits = root.json(&["recall", "gate passed", "--tag", "loop:t0"]);
+    assert_eq!(hits["hits"].as_array().unwrap().len(), 1, "recall finds the pending lap: {hits}");
+    for k in 1..64 {
+        tag_run(&format!("t{k}"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while pending(&root) > 0 {
+        assert!(Instant::now() < deadline, "the 64th run started no backfill: {} rows pending", pending(&root));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The ids of the hits or memories of a recall or list result.
 fn listed(v: &Value, key: &str) -> BTreeSet<i64> {
     ids(&v[key])
