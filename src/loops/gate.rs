@@ -135,6 +135,9 @@ pub struct MemoryGate<'e> {
     /// True inside a [`super::gate_set::GateSet`], which brings the index up to date once per
     /// lap for all its gates: this gate then sweeps the index without refreshing it itself.
     refreshed_by_set: bool,
+    /// The forget counter when `best` was last checked to exist (`None`: never,
+    /// or a tag-only gate, which checks on every lap).
+    forgets_checked: Option<i64>,
 }
 
 impl<'e> MemoryGate<'e> {
@@ -170,6 +173,7 @@ impl<'e> MemoryGate<'e> {
             accepted: Vec::new(),
             expired: 0,
             refreshed_by_set: false,
+            forgets_checked: None,
         })
     }
 
@@ -195,8 +199,23 @@ impl<'e> MemoryGate<'e> {
     fn sweep(&mut self) -> Result<usize> {
         let mut fresh_count = 0;
         let floor = self.since.as_ref().map_or(0, |w| w.after);
-        // A best match forgotten since the last lap: start over from scratch.
-        if let Some(b) = self.best {
+        // One look at the store (shared by the process's waiting loops) before anything else,
+        // so the forget counter below is as new as what the sweep reads.
+        let forgets = match &self.query {
+            Some(_) => {
+                if !self.refreshed_by_set {
+                    self.engine.refresh_for_gate()?;
+                }
+                Some(self.engine.forgets_seen())
+            }
+            // A tag-only gate reads the store on every sweep anyway.
+            None => None,
+        };
+        // A best match forgotten since the last lap: start over from scratch. Asked of the
+        // store only when a forget has happened since the last time (or for a tag-only gate).
+        let unchanged = forgets.is_some() && forgets == self.forgets_checked;
+        self.forgets_checked = forgets;
+        if let (Some(b), false) = (self.best, unchanged) {
             if !self.engine.exists(b.id)? {
                 self.engine.tombstone(&[b.id]);
                 (self.best, self.eligible, self.seen) = (None, 0, floor);
@@ -211,9 +230,8 @@ impl<'e> MemoryGate<'e> {
             });
         }
         let sweep = match &self.query {
-            // In a set, the set refreshed the index for every gate this lap.
-            Some(qv) if self.refreshed_by_set => self.engine.sweep(qv, &self.tags, self.seen, self.threshold)?,
-            Some(qv) => self.engine.gate_sweep(qv, &self.tags, self.seen, self.threshold)?,
+            // Refreshed above (or, in a set, by the set for every gate this lap).
+            Some(qv) => self.engine.sweep(qv, &self.tags, self.seen, self.threshold)?,
             None => self.engine.tag_sweep(&self.tags, self.seen)?,
         };
         if let Some(s) = sweep.best {

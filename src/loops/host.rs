@@ -13,6 +13,7 @@
 //! the agent-driven [`super::command`] calls; the read-only loop helpers take the engine.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -52,6 +53,8 @@ pub struct LoopHost {
     gate_fresh: Arc<Fresh<()>>,
     /// The runs asked to stop through the store, read once for every waiting loop.
     cancelling: Arc<Fresh<HashSet<String>>>,
+    /// The store's forget counter read by the last gate refresh (-1: not read yet).
+    forgets: AtomicI64,
 }
 
 impl std::ops::Deref for LoopHost {
@@ -81,7 +84,14 @@ impl LoopHost {
             }
             Topic::Ledger => {}
         }));
-        LoopHost { engine, ledger_writer: OnceLock::new(), query_vectors: Mutex::new(HashMap::new()), gate_fresh, cancelling }
+        LoopHost {
+            engine,
+            ledger_writer: OnceLock::new(),
+            query_vectors: Mutex::new(HashMap::new()),
+            gate_fresh,
+            cancelling,
+            forgets: AtomicI64::new(-1),
+        }
     }
 
     /// True when `run_id` was asked to stop through the store (`slm loop cancel` from any
@@ -133,11 +143,27 @@ impl LoopHost {
     /// store is read while the model loads. (In `loop run` the gate is built before the run
     /// subscribes to the feed, so its first sweep reads what arrived meanwhile, typically
     /// nothing: one cheap query.)
+    ///
+    /// The same look reads the store's forget counter ([`crate::storage::MemoryRows::forgets`]),
+    /// kept for [`LoopHost::forgets_seen`].
     pub fn refresh_for_gate(&self) -> Result<()> {
+        let load = || {
+            self.engine.refresh()?;
+            let n = self.engine.store().forgets()?;
+            self.forgets.store(n, Ordering::Release);
+            Ok(())
+        };
         match self.engine.feed_started().map(|f| f.gate().generation()) {
-            Some(g) => self.gate_fresh.get(Some(g), GATE_FRESH, || self.engine.refresh()).map(|_| ()),
-            None => self.engine.refresh(),
+            Some(g) => self.gate_fresh.get(Some(g), GATE_FRESH, load).map(|_| ()),
+            None => load(),
         }
+    }
+
+    /// The store's forget counter as of the last gate refresh: a gate holding a memory by id
+    /// asks the store whether it still exists only when this has moved since it last asked,
+    /// so an idle lap reads nothing from the store.
+    pub fn forgets_seen(&self) -> i64 {
+        self.forgets.load(Ordering::Acquire)
     }
 
     /// A loop gate's pass over what the store holds now (see [`Engine::sweep`]).

@@ -77,6 +77,9 @@ pub(crate) fn pg_mark(root: &Path) -> Option<String> {
     Some(text.trim().to_string()).filter(|t| !t.is_empty())
 }
 
+/// The meta key counting the forgets that removed rows ([`MemoryRows::forgets`]).
+pub const FORGETS_META: &str = "forgets";
+
 /// An open store's own state: how it was opened, its integrity, its meta rows, and the few
 /// decisions that differ by backend (each named here, so no caller matches on the kind).
 pub trait Backend: MemoryRows + LedgerRows + TransferRows + Send {
@@ -130,8 +133,13 @@ pub trait MemoryRows {
     /// new row's). All or nothing.
     fn insert(&mut self, rows: &[NewRow<'_>]) -> Result<Vec<Inserted>>;
     /// Deletes these memories with their tags, in one transaction; returns the ids that
-    /// existed (an unknown id is not an error).
+    /// existed (an unknown id is not an error). A forget that removed rows also bumps the
+    /// store's forget counter ([`MemoryRows::forgets`]) in the same transaction.
     fn forget(&mut self, ids: &[i64]) -> Result<Vec<i64>>;
+    /// How many forgets have removed rows from this store (the [`FORGETS_META`] counter; 0 when
+    /// none has, or only binaries older than the counter have): a process holding memories
+    /// by id re-checks them only when it moved. Always read from the store. Reads only.
+    fn forgets(&self) -> Result<i64>;
     /// The stored memories among `ids`, in id order (unknown ids are skipped). Reads only.
     fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>>;
     /// Memories newest first, as `filter` narrows them. Reads only.

@@ -27,7 +27,7 @@ pub mod writer;
 
 use sha2::{Digest, Sha256};
 
-pub use backend::{Backend, Folded, LedgerRows, Location, MemoryRows, Store, TransferRows, PG_MARK};
+pub use backend::{Backend, Folded, LedgerRows, Location, MemoryRows, Store, TransferRows, FORGETS_META, PG_MARK};
 pub use ledger::{LapRow, LapWrite, LoopName, PagedRun, RunEnd, RunEnding, RunRow, StepWrite};
 pub use pg::{PgStore, PgUrl, PG_SCHEMA_VERSION};
 pub use sqlite::{SqliteStore, CREATED_META, DB_FILE, SCHEMA_VERSION};

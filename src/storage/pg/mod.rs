@@ -42,7 +42,9 @@ use ::postgres::{Client, Config, NoTls, Transaction};
 
 use self::tls::Connector;
 
-use super::{row_key, Backend, Counts, IdMarks, Inserted, ListFilter, MemoryRows, NewRow, PendingRow, StoredVector, VectorVisitor};
+use super::{
+    row_key, Backend, Counts, IdMarks, Inserted, ListFilter, MemoryRows, NewRow, PendingRow, StoredVector, VectorVisitor, FORGETS_META,
+};
 use crate::feed::Topic;
 use crate::memory::{now_rfc3339, Kind, Memory};
 use crate::{Error, Result};
@@ -531,12 +533,28 @@ impl MemoryRows for PgStore {
             let mut tx = c.transaction()?;
             let gone: Vec<i64> =
                 tx.query("DELETE FROM memories WHERE id = ANY($1) RETURNING id", &[&ids])?.iter().map(|r| r.get(0)).collect();
+            if !gone.is_empty() {
+                tx.execute(
+                    "INSERT INTO meta(key, value) VALUES ($1, '1')
+                     ON CONFLICT (key) DO UPDATE SET value = (meta.value::bigint + 1)::text",
+                    &[&FORGETS_META],
+                )?;
+            }
             notify(&mut tx, Topic::Memories)?;
             tx.commit()?;
             Ok(gone)
         })();
         let gone = r.map_err(|e| pg_error(self.url.redacted(), &e))?;
         Ok(ids.iter().copied().filter(|id| gone.contains(id)).collect())
+    }
+
+    fn forgets(&self) -> Result<i64> {
+        // Not from the meta rows read at open: this counter moves while the store is open.
+        let row = self
+            .client()?
+            .query_typed_opt("SELECT value FROM meta WHERE key = $1", &[(&FORGETS_META, Type::TEXT)])
+            .map_err(|e| self.err(e))?;
+        Ok(row.and_then(|r| r.get::<_, String>(0).parse().ok()).unwrap_or(0))
     }
 
     fn get_many(&self, ids: &[i64]) -> Result<Vec<Memory>> {

@@ -34,8 +34,13 @@ pub use schema::SCHEMA_VERSION;
 use crate::memory::{now_rfc3339, Kind, Memory};
 use crate::storage::{
     backend, row_key, Backend, Counts, IdMarks, Inserted, ListFilter, MemoryRows, NewRow, PendingRow, StoredVector, VectorVisitor,
+    FORGETS_META,
 };
 use crate::{Error, Result};
+
+/// Counts a forget in the meta table ([`MemoryRows::forgets`]), inside the forget's transaction.
+const BUMP_FORGETS: &str = "INSERT INTO meta(key, value) VALUES (?1, '1')
+     ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)";
 
 /// The database file's name inside the data root.
 pub const DB_FILE: &str = "slm.db";
@@ -558,6 +563,9 @@ impl MemoryRows for SqliteStore {
                     }
                 }
             }
+            if !gone.is_empty() {
+                tx.prepare_cached(BUMP_FORGETS)?.execute([FORGETS_META])?;
+            }
             tx.commit()?;
             Ok(gone)
         })();
@@ -565,6 +573,15 @@ impl MemoryRows for SqliteStore {
             let e = db_error(&self.path, e);
             self.checked(e)
         })
+    }
+
+    fn forgets(&self) -> Result<i64> {
+        let v: Option<String> = self
+            .conn
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")
+            .and_then(|mut st| st.query_row([FORGETS_META], |r| r.get(0)).optional())
+            .map_err(|e| self.err(e))?;
+        Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
     }
 
     /// Fetches memories by id, in the order given; ids that do not exist are skipped.
@@ -810,6 +827,25 @@ impl MemoryRows for SqliteStore {
 mod tests {
     use super::*;
     use crate::storage::{dedup_key, find_row, LapRow, LapWrite, LedgerRows, RunRow};
+
+    /// A forget that removes rows counts once in the store's forget counter, in its own
+    /// transaction; one that removes nothing does not count.
+    #[test]
+    fn forgets_that_remove_rows_are_counted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = SqliteStore::open(&tmp.path().join(DB_FILE)).unwrap();
+        assert_eq!(store.forgets().unwrap(), 0);
+        let v = vec![0.0f32; crate::embed::DIM];
+        let row = |content| NewRow { kind: Kind::Memory, content, tags: &[], embedding: &v, created_at: None, expires_at: None };
+        let ids: Vec<i64> = store.insert(&[row("one"), row("two")]).unwrap().into_iter().map(|r| r.id).collect();
+        assert_eq!(store.forget(&ids).unwrap(), ids);
+        assert_eq!(store.forgets().unwrap(), 1, "one forget of two rows counts once");
+        assert!(store.forget(&ids).unwrap().is_empty());
+        assert_eq!(store.forgets().unwrap(), 1, "a forget that removed nothing does not count");
+        let three = store.insert(&[row("three")]).unwrap()[0].id;
+        store.forget(&[three]).unwrap();
+        assert_eq!(store.forgets().unwrap(), 2);
+    }
 
     /// Tag filters are one statement at any tag count: a row carrying 700 tags is found by
     /// all of them (a compound SELECT per tag stopped at 500, an EXISTS per tag at ~1000).
