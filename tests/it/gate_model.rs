@@ -59,9 +59,9 @@ fn the_shipped_verifier_matches_its_checksums() {
 /// regression floors a little below what was measured: (gate_min_score, least right among
 /// the passable pairs, most near misses passing), as fractions. Issue #25's bar (0.95 right,
 /// 0.02 passing) is not reached yet; these hold the model where it is.
-const TEST_SPLIT_FLOORS: [(f64, f64, f64); 2] = [(0.3, 0.870, 0.080), (0.5, 0.895, 0.065)];
+const TEST_SPLIT_FLOORS: [(f64, f64, f64); 2] = [(0.3, 0.880, 0.060), (0.5, 0.900, 0.045)];
 /// Right answers on tests/data/gate-dev.tsv (25 pairs) at 0.3 and 0.5, at least.
-const DEV_SET_FLOOR: u64 = 22;
+const DEV_SET_FLOOR: u64 = 24;
 
 #[test]
 fn the_default_gate_holds_its_measured_accuracy_on_the_test_split_and_the_dev_set() {
@@ -212,4 +212,88 @@ fn at_the_default_threshold_another_agents_unrelated_news_ends_no_loop() {
     let r = last_json(&out);
     assert_eq!(r["match"]["id"], good, "{r}");
     assert!(r["match"]["verified_by"].as_array().unwrap().iter().any(|v| v == "model"), "{r}");
+}
+
+/// What each check adds to the shipped model on the corpus' dev split (where choices are
+/// made), counted over the pairs the model passes: near misses only that check stops, and true
+/// signals only it blocks. `guard:entities` (the default chain's other verifier) must still
+/// stop the wrong numbers, months and environments the model passes, or it has no place in
+/// the default chain;
+/// the full `guard` beside the model must block more true signals than it stops near misses
+/// (why the default chain is not `guard, model`: the model has made its polarity rules
+/// redundant, and they remain for the model-free `guard` alone). Each guard rule's share is
+/// printed for the closing notes (issue #27).
+#[test]
+fn beside_the_model_entities_stop_wrong_numbers_and_the_guard_blocks_more_than_it_stops() {
+    use slm::loops::verify::entities::Entities;
+    use slm::loops::verify::guard::Guard;
+    use slm::loops::verify::model::VerifierModel;
+    let text = std::fs::read_to_string(repo().join("data/gate/dev.tsv")).unwrap();
+    let mut by_query: std::collections::BTreeMap<String, Vec<(String, bool)>> = Default::default();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split('\t').collect();
+        by_query.entry(f[0].to_string()).or_default().push((f[1].to_string(), f[2] == "1"));
+    }
+    let model = VerifierModel::load(&verifier_dir()).unwrap();
+    let names = Guard::rule_names();
+    // (near misses stopped, true signals blocked): by entities, by the whole guard, and by
+    // each guard rule alone (those the guard without it lets through).
+    let (mut entities, mut guard) = ((0, 0), (0, 0));
+    let mut rule = vec![(0usize, 0usize); names.len()];
+    let count = |w: &mut (usize, usize), label: bool| if label { w.1 += 1 } else { w.0 += 1 };
+    let mut pairs = 0;
+    let mut blocked = Vec::new();
+    for (query, rows) in &by_query {
+        let memories: Vec<&str> = rows.iter().map(|(m, _)| m.as_str()).collect();
+        let p = model.probabilities(query, &memories).unwrap();
+        let (all, ents) = (Guard::new(query), Entities::new(query));
+        let without: Vec<Guard> = names.iter().map(|n| Guard::without(query, n)).collect();
+        for ((memory, label), p) in rows.iter().zip(p) {
+            pairs += 1;
+            if p < model.min() {
+                continue; // the model blocks it: nothing beside it decides
+            }
+            if ents.check(memory).is_err() {
+                count(&mut entities, *label);
+                if *label {
+                    blocked.push(format!("{query:?} <- {memory:?}"));
+                }
+            }
+            if all.check(memory).is_ok() {
+                continue;
+            }
+            count(&mut guard, *label);
+            for (k, g) in without.iter().enumerate() {
+                if g.check(memory).is_ok() {
+                    count(&mut rule[k], *label);
+                }
+            }
+        }
+    }
+    assert!(pairs > 2000, "the dev split was read ({pairs} pairs)");
+    eprintln!("beside the model on dev ({pairs} pairs): near misses stopped / true signals blocked");
+    eprintln!("  guard:entities {} / {}", entities.0, entities.1);
+    for b in &blocked {
+        eprintln!("    blocked: {b}");
+    }
+    eprintln!("  guard          {} / {}   (only this rule:)", guard.0, guard.1);
+    for (n, (stops, blocks)) in names.iter().zip(&rule) {
+        eprintln!("    {n:<12} {stops:>4} / {blocks}");
+    }
+    // A near miss passed ends a wait on the wrong work; a true signal blocked makes it wait
+    // longer, within its bounds. Measured with this model: 10 stopped (numbers, months and
+    // environments the model reads past), 11 blocked (paraphrased numbers: "five weeks" for
+    // "35 days", "the legacy CI box" for "jenkins-01").
+    assert!(
+        entities.0 >= 8,
+        "guard:entities beside the model stops only {} near misses (blocks {}): reconsider it",
+        entities.0,
+        entities.1
+    );
+    assert!(
+        guard.1 > guard.0,
+        "the guard beside the model now stops {} near misses for {} true signals: reconsider the default chain",
+        guard.0,
+        guard.1
+    );
 }

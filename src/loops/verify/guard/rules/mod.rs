@@ -51,6 +51,11 @@ pub(super) const RULES: &[&dyn Rule] = &[
     &lexicon::Lexicon,
 ];
 
+/// The polarity rules' names, in table order.
+pub(super) fn names() -> impl Iterator<Item = &'static str> {
+    RULES.iter().map(|r| r.name())
+}
+
 /// An outcome stated in a text.
 pub(super) struct Marker {
     pub class: Class,
@@ -67,11 +72,19 @@ pub(super) struct Scan {
 
 impl Scan {
     pub(super) fn new(t: &Text) -> Scan {
-        Scan::with(t, RULES)
+        Scan::with(t, RULES, true)
     }
 
-    /// The scan with only `rules` (a rule's tests run it alone).
-    fn with(t: &Text, rules: &[&dyn Rule]) -> Scan {
+    /// The scan without the rule named `skip` (a polarity rule's name, or `question`), to
+    /// measure what that rule adds.
+    pub(super) fn without(t: &Text, skip: &str) -> Scan {
+        let rules: Vec<&dyn Rule> = RULES.iter().copied().filter(|r| r.name() != skip).collect();
+        Scan::with(t, &rules, skip != "question")
+    }
+
+    /// The scan with only `rules` (a rule's tests run it alone), and question marks read as
+    /// uncertainty when `questions`.
+    fn with(t: &Text, rules: &[&dyn Rule], questions: bool) -> Scan {
         let n = t.len();
         let quiet = Quiet::of(t);
         let mut markers = Vec::new();
@@ -80,7 +93,7 @@ impl Scan {
         while j < n {
             let kind = t.toks[j].kind;
             if kind != TokKind::Word {
-                if kind == TokKind::Question {
+                if kind == TokKind::Question && questions {
                     // A question asks; it does not state.
                     let mut a = j;
                     while a > 0 && t.is_word(a - 1) && j - a < 4 {
@@ -125,7 +138,7 @@ pub(super) mod testing {
     /// What `rule` alone finds in `text`, as (class, quoted words), questions excluded.
     pub fn fires(rule: &dyn Rule, text: &str) -> Vec<(Class, String)> {
         let t = tokenize(text);
-        Scan::with(&t, &[rule])
+        Scan::with(&t, &[rule], true)
             .markers
             .iter()
             .filter(|m| t.kind(m.b) != Some(TokKind::Question))
