@@ -131,7 +131,10 @@ fn a_read_only_data_root_serves_every_read_and_refuses_writes_by_name() {
     let root = &ro.root;
     let id = root.remember("the release build on main is green", &["ci"]);
     root.remember("lunch is at noon", &[]);
-    let run = root.json(&["loop", "run", "--name", "rel", "--gate-query", "release build is green", "--max-iterations", "2"]);
+    // The gate names what the memory says ("on main"): this test is about the read-only root,
+    // not the verifier, which under-trusts true signals more specific than the query (the
+    // model card's "What it misses").
+    let run = root.json(&["loop", "run", "--name", "rel", "--gate-query", "release build on main is green", "--max-iterations", "2"]);
     assert_eq!(run["status"], "converged");
     let run_id = run["run_id"].as_str().unwrap().to_string();
     // The run's ledger laps are embedded by a background `slm embed-pending`: let it finish,
@@ -168,8 +171,9 @@ fn a_read_only_data_root_serves_every_read_and_refuses_writes_by_name() {
     }
 
     // A loop still converges (the ledger is fail-open) and says once that it kept no record.
-    let out =
-        ro.run(&["loop", "run", "--name", "rel", "--gate-query", "release build is green", "--max-iterations", "2", "--json"]).unwrap();
+    let out = ro
+        .run(&["loop", "run", "--name", "rel", "--gate-query", "release build on main is green", "--max-iterations", "2", "--json"])
+        .unwrap();
     let err = expect_exit(&out, 0, "loop run on read-only media");
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["status"], "converged");
