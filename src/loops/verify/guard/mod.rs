@@ -65,6 +65,7 @@ pub struct Rejection {
 }
 
 /// The polarity scan, without the rule `skip` when measuring.
+#[inline]
 fn scan(t: &tokens::Text, skip: Option<&str>) -> Scan {
     match skip {
         Some(rule) => Scan::without(t, rule),
@@ -99,6 +100,7 @@ impl Guard {
         Guard::compile(query, skip)
     }
 
+    #[inline(always)]
     fn compile(query: &str, skip: Option<&'static str>) -> Guard {
         let t = tokenize(query);
         let reqs = identifier::required(&t);

@@ -84,6 +84,7 @@ impl Scan {
 
     /// The scan with only `rules` (a rule's tests run it alone), and question marks read as
     /// uncertainty when `questions`.
+    #[inline(always)]
     fn with(t: &Text, rules: &[&dyn Rule], questions: bool) -> Scan {
         let n = t.len();
         let quiet = Quiet::of(t);
