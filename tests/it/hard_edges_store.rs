@@ -138,10 +138,16 @@ fn a_read_only_data_root_serves_every_read_and_refuses_writes_by_name() {
     assert_eq!(run["status"], "converged");
     let run_id = run["run_id"].as_str().unwrap().to_string();
     // The run's ledger laps are embedded by a background `slm embed-pending`: let it finish,
-    // so the store is cleanly closed (no write-ahead log left) before it goes read-only.
+    // so the store is cleanly closed (no write-ahead log left) before it goes read-only. (The
+    // log alone is not enough to wait on: it is gone for a moment between the run's exit and
+    // the background process's first open, longer on a busy machine.)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while root.dir().join("slm.db-wal").exists() {
-        assert!(std::time::Instant::now() < deadline, "the store was never closed cleanly");
+    loop {
+        let pending = root.open_store().pending_rows(1).unwrap().len();
+        if pending == 0 && !root.dir().join("slm.db-wal").exists() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the store was never closed cleanly ({pending} rows pending)");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let before = std::fs::read(root.db_path()).unwrap();
