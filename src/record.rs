@@ -412,7 +412,7 @@ impl RunParams {
 /// The text of a lap's ledger memory: embedded for recall and counted as tokens. It holds no
 /// run id or clock, so its token count is predictable from the name, lap and detail. (Here,
 /// below the store, because the store derives a lap's memory from its row: see
-/// [`crate::storage::SqliteStore::laps_fold`].)
+/// [`crate::storage::LedgerRows::laps_fold_chunk`].)
 pub fn lap_text(name: &str, lap: i64, detail: &str) -> String {
     format!("loop {name} lap {lap}: {detail}")
 }

@@ -153,10 +153,6 @@ impl LedgerRows for PgStore {
         r.map_err(|e| pg_error(self.url.redacted(), &e))
     }
 
-    fn run_finish(&mut self, run_id: &str, status: RunStatus, reason: &str, laps: i64, result: &str) -> Result<()> {
-        self.runs_finish(&[RunEnd { run_id, status, reason, laps, result }])
-    }
-
     fn lap_set_memory(&mut self, run_id: &str, lap: i64, memory_id: i64) -> Result<()> {
         self.client()?
             .execute("UPDATE loop_laps SET memory_id = $3 WHERE run_id = $1 AND lap = $2", &[&run_id, &lap, &memory_id])

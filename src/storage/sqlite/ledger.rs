@@ -49,13 +49,50 @@ fn raw_run(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRun> {
     })
 }
 
-impl SqliteStore {
+impl LedgerRows for SqliteStore {
+    /// Records one step of an agent-driven run atomically: `decide` sees the run row as it is
+    /// under the write lock (so concurrent steps from several processes number their laps
+    /// one after another and see each other's counters) and returns what to write, or an
+    /// error (e.g. the run already ended) that rolls everything back.
+    fn step_locked_with(&mut self, run_id: &str, decide: &mut dyn FnMut(RunRow) -> Result<StepWrite>) -> Result<()> {
+        let path = self.path.clone();
+        let db_err = |source| super::db_error(&path, source);
+        let r = (|| {
+            let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
+            let run = tx
+                .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], raw_run)
+                .optional()
+                .map_err(db_err)?
+                .ok_or_else(|| crate::Error::NotFound { what: "run", id: run_id.to_string() })?
+                .typed()?;
+            let w = decide(run)?;
+            tx.execute(
+                "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)",
+                params![run_id, w.lap.lap, w.lap.ts, w.lap.decision, w.lap.passed, w.lap.detail, w.lap.score, w.lap.budget],
+            )
+            .map_err(db_err)?;
+            tx.execute("UPDATE loop_runs SET laps = ?2, state = ?3 WHERE run_id = ?1", params![run_id, w.lap.lap, w.state])
+                .map_err(db_err)?;
+            if let Some(RunEnding { status, reason, result }) = &w.end {
+                tx.execute(
+                    "UPDATE loop_runs SET status = ?2, reason = ?3, ended_at = ?4, result = ?5 WHERE run_id = ?1",
+                    params![run_id, status.as_str(), reason, crate::memory::now_rfc3339(), result],
+                )
+                .map_err(db_err)?;
+            }
+            tx.commit().map_err(db_err)?;
+            Ok(())
+        })();
+        r.map_err(|e| self.checked(e))
+    }
+
     /// Records laps of blocking runs, their rows only, in one transaction: the ledger writer
     /// ([`crate::storage::writer`]) gathers the laps of every run in the process, so idle laps cost a
     /// share of one commit, not a commit each. Each lap's ledger memory is derived from its
-    /// row later by [`SqliteStore::laps_fold`]: written now, a thousand waiting runs would put
+    /// row later by [`LedgerRows::laps_fold_chunk`]: written now, a thousand waiting runs would put
     /// their `loop:<name>` and `run:<suffix>` tag entries on a thousand index pages a second.
-    pub fn laps_insert(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
+    fn laps_record(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
         let path = self.path.clone();
         let db_err = |source| super::db_error(&path, source);
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
@@ -83,7 +120,7 @@ impl SqliteStore {
     /// laps are chosen inside the write transaction, and the memory's time-keyed dedup key
     /// makes a lap whose memory another writer already stored (an agent step's own write)
     /// link to that one.
-    pub fn laps_fold(&mut self, limit: usize) -> Result<usize> {
+    fn laps_fold_chunk(&mut self, limit: usize) -> Result<usize> {
         let path = self.path.clone();
         let db_err = |source| super::db_error(&path, source);
         // Nothing waiting (the usual answer): no write lock taken.
@@ -129,53 +166,6 @@ impl SqliteStore {
         }
         tx.commit().map_err(db_err)?;
         Ok(laps.len())
-    }
-}
-
-impl LedgerRows for SqliteStore {
-    /// Records one step of an agent-driven run atomically: `decide` sees the run row as it is
-    /// under the write lock (so concurrent steps from several processes number their laps
-    /// one after another and see each other's counters) and returns what to write, or an
-    /// error (e.g. the run already ended) that rolls everything back.
-    fn step_locked_with(&mut self, run_id: &str, decide: &mut dyn FnMut(RunRow) -> Result<StepWrite>) -> Result<()> {
-        let path = self.path.clone();
-        let db_err = |source| super::db_error(&path, source);
-        let r = (|| {
-            let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(db_err)?;
-            let run = tx
-                .query_row(&format!("SELECT {RUN_COLUMNS} FROM loop_runs WHERE run_id = ?1"), [run_id], raw_run)
-                .optional()
-                .map_err(db_err)?
-                .ok_or_else(|| crate::Error::NotFound { what: "run", id: run_id.to_string() })?
-                .typed()?;
-            let w = decide(run)?;
-            tx.execute(
-                "INSERT INTO loop_laps(run_id, lap, ts, decision, passed, detail, score, budget, memory_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, NULL)",
-                params![run_id, w.lap.lap, w.lap.ts, w.lap.decision, w.lap.passed, w.lap.detail, w.lap.score, w.lap.budget],
-            )
-            .map_err(db_err)?;
-            tx.execute("UPDATE loop_runs SET laps = ?2, state = ?3 WHERE run_id = ?1", params![run_id, w.lap.lap, w.state])
-                .map_err(db_err)?;
-            if let Some(RunEnding { status, reason, result }) = &w.end {
-                tx.execute(
-                    "UPDATE loop_runs SET status = ?2, reason = ?3, ended_at = ?4, result = ?5 WHERE run_id = ?1",
-                    params![run_id, status.as_str(), reason, crate::memory::now_rfc3339(), result],
-                )
-                .map_err(db_err)?;
-            }
-            tx.commit().map_err(db_err)?;
-            Ok(())
-        })();
-        r.map_err(|e| self.checked(e))
-    }
-
-    fn laps_record(&mut self, laps: &[LapWrite<'_>]) -> Result<()> {
-        self.laps_insert(laps)
-    }
-
-    fn laps_fold_chunk(&mut self, limit: usize) -> Result<usize> {
-        self.laps_fold(limit)
     }
 
     /// Records a new run as `running`.

@@ -367,11 +367,6 @@ impl SqliteStore {
             })
             .map_err(|e| self.err(e))
     }
-
-    /// The ids (ascending) of rows carrying every one of `tags` (non-empty).
-    pub fn ids_with_all_tags(&self, tags: &[String]) -> Result<Vec<i64>> {
-        self.ids_with_all_tags_in(tags, 0, i64::MAX)
-    }
 }
 
 /// Inserts one row and its tags inside `tx`: `(id, deduped)`. A row whose (kind, content,
@@ -469,7 +464,10 @@ impl Backend for SqliteStore {
 
     /// Reads a value from the meta table.
     fn meta(&self, key: &str) -> Result<Option<String>> {
-        self.conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0)).optional().map_err(|e| self.err(e))
+        self.conn
+            .prepare_cached("SELECT value FROM meta WHERE key = ?1")
+            .and_then(|mut st| st.query_row([key], |r| r.get(0)).optional())
+            .map_err(|e| self.err(e))
     }
 
     /// Sets a meta value unless one is already there; returns the value now stored.
@@ -576,12 +574,7 @@ impl MemoryRows for SqliteStore {
     }
 
     fn forgets(&self) -> Result<i64> {
-        let v: Option<String> = self
-            .conn
-            .prepare_cached("SELECT value FROM meta WHERE key = ?1")
-            .and_then(|mut st| st.query_row([FORGETS_META], |r| r.get(0)).optional())
-            .map_err(|e| self.err(e))?;
-        Ok(v.and_then(|v| v.parse().ok()).unwrap_or(0))
+        Ok(self.meta(FORGETS_META)?.and_then(|v| v.parse().ok()).unwrap_or(0))
     }
 
     /// Fetches memories by id, in the order given; ids that do not exist are skipped.
@@ -1064,7 +1057,7 @@ mod tests {
                 memory: NewRow { kind: Kind::Lap, content: text, tags: &tags[*k], embedding: &[], created_at: None, expires_at: None },
             })
             .collect();
-        store.laps_insert(&writes).unwrap();
+        store.laps_record(&writes).unwrap();
         assert!(
             store.list(&ListFilter { kind: Some(Kind::Lap), ..ListFilter::newest(10) }).unwrap().is_empty(),
             "rows alone until the fold"
@@ -1080,8 +1073,8 @@ mod tests {
         };
         let b2_id = store.insert(&[b2]).unwrap()[0].id;
 
-        assert_eq!(store.laps_fold(100).unwrap(), 6);
-        assert_eq!(store.laps_fold(100).unwrap(), 0, "nothing left");
+        assert_eq!(store.laps_fold_chunk(100).unwrap(), 6);
+        assert_eq!(store.laps_fold_chunk(100).unwrap(), 0, "nothing left");
         for (k, run) in runs.iter().enumerate() {
             let laps = store.run_laps(run, 10).unwrap();
             let ids: Vec<i64> = laps.iter().map(|l| l.memory_id.expect("linked")).collect();
