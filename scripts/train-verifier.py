@@ -4,7 +4,9 @@
 Input: data/gate/train.tsv and dev.tsv (made by scripts/gate-corpus.py). Output, in --out
 (default models/verifier/): model.onnx (int8, dynamic quantisation), tokenizer.json,
 config.json (id2label: not_entailment / entailment, so slm's NLI loader reads it), SHA256SUMS
-and training.json (settings, data digest, per-epoch dev figures, int8 figures on dev and test).
+and training.json (settings, data digest, per-epoch dev figures, int8 figures on dev). The
+test split is never read here: it is measured once, through the binary (`slm gate eval`),
+after the operating point has been chosen on dev (CONTRIBUTING.md).
 
 The pair is (premise = memory, hypothesis = query); class 1 = "the memory states that the
 query's event has happened". A development step only: run it in the venv that
@@ -254,7 +256,6 @@ def main():
     files = [args.data / "train.tsv"] + args.extra
     train = [r for f in files for r in read_tsv(f, 16 if args.smoke else None)]
     dev = read_tsv(args.data / "dev.tsv", 16 if args.smoke else None)
-    test_path = args.data / "test.tsv"
     base = base_dir()
     tok = AutoTokenizer.from_pretrained(str(base))
     cfg = AutoConfig.from_pretrained(str(base), num_labels=2, id2label=LABELS, label2id={v: k for k, v in LABELS.items()})
@@ -321,8 +322,6 @@ def main():
             "log": log,
         }
         splits = {"dev": dev}
-        if test_path.exists() and not args.smoke:
-            splits["test"] = read_tsv(test_path)
         for name, rows in splits.items():
             probs = onnx_predict(out / "model.onnx", tok, rows)
             result[f"int8_{name}"] = {str(t): figures(rows, probs, t) for t in (0.3, 0.5, 0.7, 0.9)}

@@ -17,8 +17,8 @@
 //! Building a `Tokenizer` from the file costs 20–50 ms: WordPiece fills a vocabulary map and
 //! its reverse (30,522 owned strings each, SipHash), and the added vocabulary walks them
 //! again. A count needs none of the ids. So for a BERT file, [`LeanBert`] keeps the crate's
-//! own normaliser and pre-tokeniser (all the Unicode rules) and only the *set* of vocabulary
-//! strings, and runs WordPiece's greedy longest-match over it (the same loop as
+//! own normaliser and pre-tokeniser (all the Unicode rules) and only the vocabulary strings
+//! (sorted, in one string: [`Vocab`]), and runs WordPiece's greedy longest-match over it (the same loop as
 //! `tokenizers::models::wordpiece`, counting instead of building tokens). A word that holds an
 //! added token (`[CLS]`, `[SEP]`, …) is split by the added vocabulary first in the real
 //! pipeline, so such a word goes to the whole tokenizer, loaded then and only then. The unit
@@ -28,10 +28,10 @@
 //! Even so, parsing the 466 KB JSON into that set took 15–35 ms, the longest step of a
 //! tag-only `slm loop run`, which loads no model at all. So the lean counter is also kept as a
 //! derived file ([`TokenCounter::from_file_cached`]: one JSON header line, then the vocabulary
-//! one string per line), tied to the tokenizer file's size and modification time and rebuilt
-//! whenever they change; reading it is a split on newlines.
+//! one string per line, in byte order), tied to the tokenizer file's size and modification time
+//! and rebuilt whenever they change; reading it is one copy and a scan for newlines.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
@@ -66,10 +66,8 @@ struct WordPieceFile {
     vocab: VocabSet,
 }
 
-type FastSet = HashSet<Box<str>, foldhash::fast::FixedState>;
-
 /// The vocabulary's strings; their ids are skipped while parsing.
-struct VocabSet(FastSet);
+struct VocabSet(Option<Vocab>);
 
 impl<'de> Deserialize<'de> for VocabSet {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
@@ -80,15 +78,90 @@ impl<'de> Deserialize<'de> for VocabSet {
                 f.write_str("a map of vocabulary strings to ids")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<VocabSet, A::Error> {
-                let mut set = FastSet::with_capacity_and_hasher(map.size_hint().unwrap_or(32_768), Default::default());
+                let mut words = Vec::with_capacity(map.size_hint().unwrap_or(32_768));
                 while let Some(k) = map.next_key::<String>()? {
                     map.next_value::<IgnoredAny>()?;
-                    set.insert(k.into_boxed_str());
+                    words.push(k);
                 }
-                Ok(VocabSet(set))
+                Ok(VocabSet(Vocab::from_words(words)))
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// The vocabulary's strings, sorted and joined into one string, one per line.
+///
+/// Loading it from the derived file is one copy and a scan for line ends; the hash set it
+/// replaced cost 30,522 allocations and hashes on every start, a third of a tag-only `slm loop
+/// run`'s CPU. A look-up is a binary search (15 comparisons), and counted words are memoised
+/// above it, so the search is paid once a word.
+struct Vocab {
+    /// Every string followed by `\n`, in byte order.
+    text: Box<str>,
+    /// Where each string starts in `text`, then `text.len()`.
+    starts: Vec<u32>,
+}
+
+impl Vocab {
+    /// The vocabulary of these strings (sorted here; duplicates kept once); `None` when one
+    /// is empty or holds a newline, which this form cannot store (a BERT vocabulary has none;
+    /// such a file is counted by the whole tokenizer).
+    fn from_words(mut words: Vec<String>) -> Option<Vocab> {
+        words.sort_unstable();
+        words.dedup();
+        let mut text = String::with_capacity(words.iter().map(|w| w.len() + 1).sum());
+        for w in &words {
+            text.push_str(w);
+            text.push('\n');
+        }
+        Vocab::from_lines(text.into_boxed_str())
+    }
+
+    /// The vocabulary of `text`: strings each ended by `\n`, strictly ascending in byte order
+    /// and none empty; `None` for anything else (a damaged derived file is not used).
+    fn from_lines(text: Box<str>) -> Option<Vocab> {
+        u32::try_from(text.len()).ok()?;
+        if !text.is_empty() && !text.ends_with('\n') {
+            return None;
+        }
+        let mut starts = Vec::with_capacity(text.len() / 6);
+        starts.push(0u32);
+        let mut prev: &str = "";
+        let mut at = 0usize;
+        for (i, b) in text.bytes().enumerate() {
+            if b == b'\n' {
+                let w = &text[at..i];
+                if w.is_empty() || (starts.len() > 1 && w <= prev) {
+                    return None;
+                }
+                prev = w;
+                at = i + 1;
+                starts.push(at as u32);
+            }
+        }
+        Some(Vocab { text, starts })
+    }
+
+    fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    fn get(&self, i: usize) -> &str {
+        &self.text[self.starts[i] as usize..self.starts[i + 1] as usize - 1]
+    }
+
+    fn contains(&self, word: &str) -> bool {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match self.get(mid).cmp(word) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
     }
 }
 
@@ -97,7 +170,7 @@ impl<'de> Deserialize<'de> for VocabSet {
 pub struct LeanBert {
     normalizer: NormalizerWrapper,
     pre_tokenizer: PreTokenizerWrapper,
-    vocab: FastSet,
+    vocab: Vocab,
     prefix: String,
     max_chars: usize,
     /// Tokens the template adds around one sequence (`[CLS]`, `[SEP]`).
@@ -115,14 +188,15 @@ impl LeanBert {
         let bert = matches!(f.normalizer, NormalizerWrapper::BertNormalizer(_))
             && matches!(f.pre_tokenizer, PreTokenizerWrapper::BertPreTokenizer(_))
             && f.model.kind == "WordPiece"
-            && f.model.vocab.0.contains(f.model.unk_token.as_str());
+            && f.model.vocab.0.as_ref().is_some_and(|v| v.contains(&f.model.unk_token));
         if !bert {
             return None;
         }
+        let vocab = f.model.vocab.0?;
         Some(LeanBert {
             normalizer: f.normalizer,
             pre_tokenizer: f.pre_tokenizer,
-            vocab: f.model.vocab.0,
+            vocab,
             prefix: f.model.continuing_subword_prefix,
             max_chars: f.model.max_input_chars_per_word,
             specials: f.post_processor.map_or(0, |p| p.added_tokens(false)),
@@ -199,7 +273,7 @@ impl Stamp {
     }
 }
 
-/// The derived file's first line; the vocabulary follows, one string per line.
+/// The derived file's first line; the vocabulary follows, one string per line in byte order.
 #[derive(Serialize, Deserialize)]
 struct CacheHeader {
     version: u32,
@@ -217,7 +291,7 @@ struct CacheHeader {
 }
 
 /// The derived file's format; another version is rebuilt.
-const CACHE_VERSION: u32 = 1;
+const CACHE_VERSION: u32 = 2;
 
 /// The derived file's last line: holds spaces, so it is no vocabulary string (a BERT
 /// vocabulary has none); a file cut anywhere lacks it.
@@ -234,8 +308,7 @@ impl LeanBert {
         if h.version != CACHE_VERSION || h.source != source || h.slm != env!("CARGO_PKG_VERSION") {
             return None;
         }
-        let mut vocab = FastSet::with_capacity_and_hasher(h.words, Default::default());
-        vocab.extend(rest.split('\n').filter(|w| !w.is_empty()).map(Box::<str>::from));
+        let vocab = Vocab::from_lines(rest.into())?;
         if vocab.len() != h.words {
             return None;
         }
@@ -255,7 +328,7 @@ impl LeanBert {
     /// the parse. A vocabulary string holding a newline or empty (none in a BERT vocabulary)
     /// cannot be written this way, and nothing is.
     fn write_cache(&self, path: &std::path::Path, source: Stamp) {
-        if self.vocab.iter().any(|w| w.is_empty() || w.contains('\n') || w.as_ref() == CACHE_END) {
+        if self.vocab.contains(CACHE_END) {
             return;
         }
         let header = CacheHeader {
@@ -271,11 +344,8 @@ impl LeanBert {
             words: self.vocab.len(),
         };
         let Ok(mut out) = serde_json::to_string(&header) else { return };
-        for w in &self.vocab {
-            out.push('\n');
-            out.push_str(w);
-        }
         out.push('\n');
+        out.push_str(&self.vocab.text);
         out.push_str(CACHE_END);
         // Unique per process and per call: two threads of one process may both write it.
         static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

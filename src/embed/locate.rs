@@ -128,7 +128,7 @@ impl ModelFiles {
 
     /// Where the embedder may write what it derives from the model (its pre-optimised copy,
     /// [`super::onnx::prepare_optimized_model`], and the token counter's vocabulary file,
-    /// `tokenizer.count-v1`): beside the model in a repository or a user's own folder, but never
+    /// `tokenizer.count-v2`): beside the model in a repository or a user's own folder, but never
     /// inside an installed package (which may be read-only, and whose uninstall must remove
     /// every file it holds) however the folder was named: there, a folder of the user's cache
     /// (`$XDG_CACHE_HOME/slm`, else `~/.cache/slm`) named for the model file's size and this

@@ -233,7 +233,7 @@ pub(crate) fn runtime(files: &ModelFiles) -> std::result::Result<ort::environmen
 /// The token counter, from its derived file in [`ModelFiles::cache_dir`] when there is one
 /// (see [`super::count`]).
 fn load_counter(files: &ModelFiles) -> std::result::Result<TokenCounter, String> {
-    let cache = files.make_cache_dir().map(|d| d.join("tokenizer.count-v1"));
+    let cache = files.make_cache_dir().map(|d| d.join("tokenizer.count-v2"));
     TokenCounter::from_file_cached(files.model_dir.join("tokenizer.json"), cache)
 }
 

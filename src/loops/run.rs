@@ -135,14 +135,13 @@ pub fn run(
     let limits = &spec.limits;
     let deadline = started + Duration::from_secs_f64(limits.max_wallclock_s);
     let params = RunParams { limits: limits.clone(), gate: spec.gate.clone() };
-    // The watch starts before lap 1 and the generation is read before each look at the store,
-    // so no commit can slip between a lap and the wait after it.
-    let feed = if gate.waits() { engine.feed() } else { None };
+    // The change feed starts once lap 1 has not ended the run: a run that converges at once
+    // (an agreed signal already stored) never pays for a file watch, whose start and whose
+    // teardown by the kernel at exit cost a one-shot `slm loop run` 10-25 ms here. See
+    // `start_feed` for why nothing committed in between is missed.
+    let mut feed: Option<Arc<Feed>> = None;
     let _slack = gate.waits().then(|| TimerSlack::set(Duration::from_secs_f64(limits.poll_interval_s) / POLL_SLACK_DIVISOR));
-    if let Some(f) = &feed {
-        cancel.attach(f.gate());
-    }
-    let mut generation = feed.as_ref().map_or(0, |f| f.gate().generation());
+    let mut generation = 0;
     let mut ledger = Ledger::start(engine, &spec.name, params, Driver::ThisProcess, None)?;
     let mut tokens: u64 = 0;
     let mut stalled: i64 = 0;
@@ -190,6 +189,15 @@ pub fn run(
         if gate.waits() {
             if lap == 1 {
                 gate.prepare_wait();
+                feed = engine.feed();
+                if let Some(f) = &feed {
+                    cancel.attach(f.gate());
+                    generation = f.gate().generation();
+                    if or_fail!(ledger, lap, start_feed(gate)) {
+                        last = Some(obs);
+                        continue;
+                    }
+                }
             }
             let next = (Instant::now() + Duration::from_secs_f64(limits.poll_interval_s)).min(deadline);
             let cancelled = match &feed {
@@ -344,6 +352,22 @@ fn wait_for_change(
     }
 }
 
+/// Called once the feed watches (its generation read): probes the gate for what committed
+/// since lap 1 looked at the store, which the watch, started after that look, could not have
+/// announced. True: a new candidate arrived, so lap 2 runs now. Anything committed after the
+/// probe's own look is announced to the running watch and wakes the wait.
+fn start_feed(gate: &mut dyn Gate) -> Result<bool> {
+    match gate.probe() {
+        Ok(news) => Ok(news),
+        // The poll is the fallback, as in a wait.
+        Err(e) if e.is_unreachable() => {
+            tracing::debug!("probe: {e}");
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Sleeps until `until`, waking every [`CANCEL_SLICE`] to check for cancellation. Returns
 /// true when the run was cancelled.
 fn sleep_until(engine: &LoopHost, run_id: &str, cancel: &Cancel, until: Instant) -> bool {
@@ -356,5 +380,90 @@ fn sleep_until(engine: &LoopHost, run_id: &str, cancel: &Cancel, until: Instant)
             return false;
         }
         std::thread::sleep((until - now).min(CANCEL_SLICE));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::testing::HashEmbedder;
+    use crate::engine::DataRoot;
+    use crate::loops::{LoopParams, MemoryGate};
+    use crate::record::{GateDef, RunStatus};
+
+    fn host(dir: &std::path::Path) -> LoopHost {
+        LoopHost::new(Arc::new(
+            Engine::open(&DataRoot { dir: dir.join("data"), explicit: true, store: None }, Arc::new(HashEmbedder)).unwrap(),
+        ))
+    }
+
+    fn spec(query: &str, wallclock_s: f64, poll_s: f64) -> CheckedLoop {
+        let mut p = LoopParams::new("lazy-feed", query);
+        p.gate_min_score = 0.99;
+        p.max_wallclock_s = wallclock_s;
+        p.poll_interval_s = poll_s;
+        CheckedLoop::try_from(p).unwrap()
+    }
+
+    fn memory_gate<'e>(e: &'e LoopHost, query: &str) -> MemoryGate<'e> {
+        let def = GateDef { query: Some(query.into()), tags: vec![], min_score: 0.99, verify: vec![], nli_min: 0.5, count: 1 };
+        MemoryGate::new(e, &def, None).unwrap()
+    }
+
+    /// A gate whose lap 1 is followed, before the run can start its watch, by a matching
+    /// commit: the window that starting the feed after lap 1 opens.
+    struct CommitAfterLapOne<'e> {
+        inner: MemoryGate<'e>,
+        engine: &'e LoopHost,
+        text: &'static str,
+        /// What the run asked of the gate, in order.
+        calls: Vec<String>,
+    }
+
+    impl Gate for CommitAfterLapOne<'_> {
+        fn observe(&mut self, lap: i64, deadline: Instant) -> Result<Observation> {
+            let o = self.inner.observe(lap, deadline)?;
+            // A lap that comes from the poll, not from news, comes at the deadline here.
+            let when = if Instant::now() >= deadline { "at the deadline" } else { "before the deadline" };
+            self.calls.push(format!("lap {lap} {when}: {}", if o.passed { "passed" } else { "not passed" }));
+            if lap == 1 {
+                self.engine.remember(self.text, &[]).unwrap();
+            }
+            Ok(o)
+        }
+        fn probe(&mut self) -> Result<bool> {
+            let news = self.inner.probe()?;
+            self.calls.push(format!("probe: {news}"));
+            Ok(news)
+        }
+    }
+
+    #[test]
+    fn a_run_that_converges_on_lap_one_starts_no_watch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = host(tmp.path());
+        e.remember("deploy of build 7 finished", &[]).unwrap();
+        let s = spec("deploy of build 7 finished", 10.0, 1.0);
+        let r = run(&e, &s, &mut memory_gate(&e, "deploy of build 7 finished"), &Cancel::default(), &mut |_| {}).unwrap();
+        assert_eq!((r.status, r.laps), (RunStatus::Converged, 1), "{}", r.reason);
+        assert!(e.feed_started().is_none(), "a run that ends on lap 1 started the change feed");
+    }
+
+    #[test]
+    fn a_commit_between_lap_one_and_the_watch_is_not_missed() {
+        if !crate::feed::enabled() {
+            return; // SLM_FEED=off: the run polls, and this window does not exist.
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let e = host(tmp.path());
+        // The poll interval is the whole run: had the watch missed the commit, the run would
+        // sleep to its deadline with no probe finding news, and lap 2 would come from the poll.
+        let s = spec("deploy of build 8 finished", 20.0, 20.0);
+        let inner = memory_gate(&e, "deploy of build 8 finished");
+        let mut gate = CommitAfterLapOne { inner, engine: &e, text: "deploy of build 8 finished", calls: Vec::new() };
+        let r = run(&e, &s, &mut gate, &Cancel::default(), &mut |_| {}).unwrap();
+        assert_eq!((r.status, r.laps), (RunStatus::Converged, 2), "{}", r.reason);
+        assert_eq!(gate.calls, ["lap 1 before the deadline: not passed", "probe: true", "lap 2 before the deadline: passed"]);
+        assert!(e.feed_started().is_some(), "a run that waits watches the feed");
     }
 }

@@ -189,7 +189,7 @@ fn wheel_installs_runs_outside_the_repository_and_uninstalls_cleanly() {
     // environment.
     let cached = files_under(&inst.home().join(".cache/slm"));
     assert!(cached.iter().any(|f| f.contains("model.opt2.") && f.ends_with(".onnx.data")), "no optimised model in the cache: {cached:?}");
-    assert!(cached.iter().any(|f| f.ends_with("tokenizer.count-v1")), "no counter file in the cache: {cached:?}");
+    assert!(cached.iter().any(|f| f.ends_with("tokenizer.count-v2")), "no counter file in the cache: {cached:?}");
 
     // A loop converging on another process's memory.
     let waiter = inst
