@@ -733,18 +733,27 @@ impl Engine {
     /// next time (see [`Sweep`]). Exact: no row above the threshold is missed. The loop
     /// gates' pass.
     pub fn sweep(&self, qv: &[f32], tags: &[String], after: i64, min_score: f32) -> Result<Sweep> {
-        let filter = Filter { include_laps: false, only_ids: None, after_id: after, min_score };
+        Ok(self.sweep_many(&[(qv, min_score)], tags, after)?.pop().unwrap_or_default())
+    }
+
+    /// [`Engine::sweep`] for several queries sharing `tags` and `after`, each at its own
+    /// threshold: one tag query and one pass over the vectors for all of them (the gates of
+    /// one run, [`crate::loops`]'s `GateSet`).
+    pub fn sweep_many(&self, queries: &[(&[f32], f32)], tags: &[String], after: i64) -> Result<Vec<Sweep>> {
+        let filter = Filter { include_laps: false, only_ids: None, after_id: after, min_score: f32::NEG_INFINITY };
         if tags.is_empty() {
-            return Ok(self.index.sweep(qv, &filter));
+            return Ok(self.index.sweep_many(queries, &filter));
         }
         // Bound the tag query by what the searcher holds, so a row committed in between is
         // neither swept without its tags checked nor passed by the watermark.
         let upto = self.index.last_id();
         // Nothing new since the watermark (an idle lap): no tag query.
         let ids = if upto > after { self.store().ids_with_all_tags_in(tags, after, upto)? } else { Vec::new() };
-        let mut sweep = self.index.sweep(qv, &Filter { only_ids: Some(&ids), ..filter });
-        sweep.upto = upto;
-        Ok(sweep)
+        let mut sweeps = self.index.sweep_many(queries, &Filter { only_ids: Some(&ids), ..filter });
+        for s in &mut sweeps {
+            s.upto = upto;
+        }
+        Ok(sweeps)
     }
 
     /// A tag-only gate's pass: every memory (`kind = memory`, not forgotten) with an id above

@@ -156,36 +156,49 @@ impl Sweep {
 /// Every row `filter` admits, scored exactly: those at or above `filter.min_score` (best
 /// first), the best overall, and the count. Exact by construction: nothing is skipped.
 pub fn sweep(set: &VectorSet, q: &[f32], filter: &Filter<'_>) -> Sweep {
-    let min = filter.min_score;
-    // Score everything admitted; the threshold only decides what goes into `above`.
-    let all = Filter { min_score: f32::NEG_INFINITY, ..*filter };
-    if let Some(split) = quant_split(set, filter) {
-        let tail = (split.end..set.len()).filter_map(|p| score_at(set, p, q, &all)).filter(|s| !s.score.is_nan());
-        let mut out = tail.fold(quant_sweep(set, q, filter, split), |acc, s| acc.add(s, min));
-        sort_best_first(&mut out.above);
-        out.upto = set.last_id();
-        return out;
-    }
-    let pos = positions(set, filter);
-    let mut out = if pos.len() < PARALLEL_MIN {
-        // `admitted` already applied the filter: score each row once, without asking again.
-        set.admitted(filter)
-            .map(|p| Scored { id: set.id_at(p), score: cosine(q, set.vector(p)) })
-            .filter(|s| !s.score.is_nan())
-            .fold(Sweep::default(), |acc, s| acc.add(s, min))
+    sweep_many(set, &[(q, filter.min_score)], filter).pop().unwrap_or_default()
+}
+
+/// [`sweep`] for several queries over the same rows, each with its own threshold (the
+/// filter's own `min_score` is not used): one pass reads each row once and scores it against
+/// every query while it is in cache, so a lap of three gates reads the vectors once, not
+/// three times. The answers are those of one [`sweep`] per query.
+pub fn sweep_many(set: &VectorSet, queries: &[(&[f32], f32)], filter: &Filter<'_>) -> Vec<Sweep> {
+    let n = queries.len();
+    let fresh = || vec![Sweep::default(); n];
+    // Scores one admitted row against every query.
+    let score_row = |mut acc: Vec<Sweep>, p: usize| -> Vec<Sweep> {
+        let (id, v) = (set.id_at(p), set.vector(p));
+        for ((q, min), out) in queries.iter().zip(acc.iter_mut()) {
+            let score = cosine(q, v);
+            if !score.is_nan() {
+                *out = std::mem::take(out).add(Scored { id, score }, *min);
+            }
+        }
+        acc
+    };
+    let admitted_row = |acc: Vec<Sweep>, p: usize| if filter.admits(set, p) { score_row(acc, p) } else { acc };
+    let mut outs = if let Some(split) = quant_split(set, filter) {
+        let base = quant_sweep_many(set, queries, filter, split.clone());
+        (split.end..set.len()).fold(base, admitted_row)
     } else {
-        let fold = |acc: Sweep, p: usize| match score_at(set, p, q, &all) {
-            Some(s) => acc.add(s, min),
-            None => acc,
-        };
-        match pos {
-            Positions::Listed(v) => v.into_par_iter().fold(Sweep::default, fold).reduce(Sweep::default, Sweep::merge),
-            Positions::Range(r) => r.into_par_iter().fold(Sweep::default, fold).reduce(Sweep::default, Sweep::merge),
+        let pos = positions(set, filter);
+        if pos.len() < PARALLEL_MIN {
+            // `admitted` already applied the filter: score each row once, without asking again.
+            set.admitted(filter).fold(fresh(), score_row)
+        } else {
+            let merge = |a: Vec<Sweep>, b: Vec<Sweep>| a.into_iter().zip(b).map(|(x, y)| x.merge(y)).collect();
+            match pos {
+                Positions::Listed(v) => v.into_par_iter().fold(fresh, admitted_row).reduce(fresh, merge),
+                Positions::Range(r) => r.into_par_iter().fold(fresh, admitted_row).reduce(fresh, merge),
+            }
         }
     };
-    sort_best_first(&mut out.above);
-    out.upto = set.last_id();
-    out
+    for out in &mut outs {
+        sort_best_first(&mut out.above);
+        out.upto = set.last_id();
+    }
+    outs
 }
 
 /// The base rows an unfiltered scan visits, when a quantised pass is worth it.
@@ -209,17 +222,16 @@ fn windows(range: std::ops::Range<usize>) -> Vec<(usize, usize)> {
     out
 }
 
-/// Calls `visit(pos, approx, bound)` for every admitted row of `range` within window
-/// `(w, end)`: the int8 interval, or (when the window cannot be mapped) the exact score with
-/// a zero bound.
+/// Calls `visit(pos, i, approx, bound)` for every admitted row of `range` within window
+/// `(w, end)` and every query `i` of `qs`: the int8 interval, or (when the window cannot be
+/// mapped) the exact score with a zero bound. A row's record is read once for all queries.
 fn scan_window(
     set: &VectorSet,
-    q: &[f32],
-    qq: &quant::Query,
+    qs: &[(&[f32], quant::Query)],
     filter: &Filter<'_>,
     range: &std::ops::Range<usize>,
     (w, end): (usize, usize),
-    visit: &mut dyn FnMut(usize, f64, f64),
+    visit: &mut dyn FnMut(usize, usize, f64, f64),
 ) {
     let base = set.base().expect("quant_split checked the base");
     let from = range.start.max(w);
@@ -230,10 +242,18 @@ fn scan_window(
         }
         match &map {
             Some(m) => {
-                let (approx, bound) = qq.interval(&m[(p - w) * quant::REC..(p - w + 1) * quant::REC]);
-                visit(p, approx, bound);
+                let rec = &m[(p - w) * quant::REC..(p - w + 1) * quant::REC];
+                for (i, (_, qq)) in qs.iter().enumerate() {
+                    let (approx, bound) = qq.interval(rec);
+                    visit(p, i, approx, bound);
+                }
             }
-            None => visit(p, f64::from(cosine(q, set.vector(p))), 0.0),
+            None => {
+                let v = set.vector(p);
+                for (i, (q, _)) in qs.iter().enumerate() {
+                    visit(p, i, f64::from(cosine(q, v)), 0.0);
+                }
+            }
         }
     }
 }
@@ -241,8 +261,9 @@ fn scan_window(
 /// One window's top-k pass: the lower bounds kept, and the candidates `(position, upper bound)`.
 type WindowTopK = (Vec<f64>, Vec<(usize, f64)>);
 
-/// One window's sweep pass: rows admitted, the best lower bound, and the candidates.
-type WindowSweep = (u64, f64, Vec<(usize, f64)>);
+/// One window's sweep pass: rows admitted, and per query the best lower bound and the
+/// candidates.
+type WindowSweep = (u64, Vec<f64>, Vec<Vec<(usize, f64)>>);
 
 /// Exact scores of base rows `positions` (ascending) that `filter` admits at its threshold.
 /// Their `f32` vectors are read through one window mapping at a time (dropped after use),
@@ -296,13 +317,13 @@ fn keep_largest(v: &mut Vec<f64>, k: usize) -> f64 {
 /// bound is below the k-th largest lower bound: k rows are at least that good, so it cannot
 /// be in the top k (ties at the k-th score survive, so the id tie-break is the exact one).
 fn quant_top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>, range: std::ops::Range<usize>) -> Vec<Scored> {
-    let qq = quant::Query::new(q);
+    let qs = [(q, quant::Query::new(q))];
     let min = f64::from(filter.min_score);
     let per_window = |win: (usize, usize)| {
         let mut lbs: Vec<f64> = Vec::with_capacity(4 * k);
         let mut cut = f64::NEG_INFINITY;
         let mut cands: Vec<(usize, f64)> = Vec::new();
-        scan_window(set, q, &qq, filter, &range, win, &mut |p, approx, bound| {
+        scan_window(set, &qs, filter, &range, win, &mut |p, _, approx, bound| {
             let (lb, ub) = (approx - bound, approx + bound);
             if ub < min || ub < cut {
                 return;
@@ -323,38 +344,49 @@ fn quant_top_k(set: &VectorSet, q: &[f32], k: usize, filter: &Filter<'_>, range:
     truncate_best(rescore_base(set, q, filter, survivors), k)
 }
 
-/// The gate's sweep over base rows `range` by the two-stage scan: every row whose interval
-/// reaches the threshold or the best lower bound is rescored exactly, so `above` and `best`
-/// are exact; `eligible` counts every admitted row.
-fn quant_sweep(set: &VectorSet, q: &[f32], filter: &Filter<'_>, range: std::ops::Range<usize>) -> Sweep {
-    let qq = quant::Query::new(q);
-    let t = f64::from(filter.min_score);
+/// The gates' sweeps over base rows `range` by the two-stage scan, one per query (each with
+/// its own threshold): every row whose interval reaches the threshold or the best lower bound
+/// is rescored exactly, so `above` and `best` are exact; `eligible` counts every admitted row.
+fn quant_sweep_many(set: &VectorSet, queries: &[(&[f32], f32)], filter: &Filter<'_>, range: std::ops::Range<usize>) -> Vec<Sweep> {
+    let n = queries.len();
+    let qs: Vec<(&[f32], quant::Query)> = queries.iter().map(|(q, _)| (*q, quant::Query::new(q))).collect();
+    let ts: Vec<f64> = queries.iter().map(|(_, min)| f64::from(*min)).collect();
     let per_window = |win: (usize, usize)| {
         let mut eligible = 0u64;
-        let mut best_lb = f64::NEG_INFINITY;
-        let mut cands: Vec<(usize, f64)> = Vec::new();
-        scan_window(set, q, &qq, filter, &range, win, &mut |p, approx, bound| {
-            eligible += 1;
+        let mut best_lb = vec![f64::NEG_INFINITY; n];
+        let mut cands: Vec<Vec<(usize, f64)>> = vec![Vec::new(); n];
+        scan_window(set, &qs, filter, &range, win, &mut |p, i, approx, bound| {
+            if i == 0 {
+                eligible += 1;
+            }
             let (lb, ub) = (approx - bound, approx + bound);
-            best_lb = best_lb.max(lb);
-            if ub >= t || ub >= best_lb {
-                cands.push((p, ub));
+            best_lb[i] = best_lb[i].max(lb);
+            if ub >= ts[i] || ub >= best_lb[i] {
+                cands[i].push((p, ub));
             }
         });
-        cands.retain(|c| c.1 >= t || c.1 >= best_lb);
+        for (i, c) in cands.iter_mut().enumerate() {
+            c.retain(|c| c.1 >= ts[i] || c.1 >= best_lb[i]);
+        }
         (eligible, best_lb, cands)
     };
     let parts: Vec<WindowSweep> = windows(range.clone()).into_par_iter().map(per_window).collect();
-    let best_lb = parts.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+    // `add` counts only the rescored rows; every admitted row is eligible.
+    let eligible = parts.iter().map(|p| p.0).sum();
     let all = Filter { min_score: f32::NEG_INFINITY, ..*filter };
-    let survivors: Vec<usize> = parts.iter().flat_map(|p| p.2.iter()).filter(|c| c.1 >= t || c.1 >= best_lb).map(|c| c.0).collect();
-    let mut out = rescore_base(set, q, &all, survivors)
-        .into_iter()
-        .filter(|s| !s.score.is_nan())
-        .fold(Sweep::default(), |acc, s| acc.add(s, filter.min_score));
-    // `add` counted only the rescored rows; every admitted row is eligible.
-    out.eligible = parts.iter().map(|p| p.0).sum();
-    out
+    (0..n)
+        .map(|i| {
+            let best_lb = parts.iter().map(|p| p.1[i]).fold(f64::NEG_INFINITY, f64::max);
+            let survivors: Vec<usize> =
+                parts.iter().flat_map(|p| p.2[i].iter()).filter(|c| c.1 >= ts[i] || c.1 >= best_lb).map(|c| c.0).collect();
+            let mut out = rescore_base(set, queries[i].0, &all, survivors)
+                .into_iter()
+                .filter(|s| !s.score.is_nan())
+                .fold(Sweep::default(), |acc, s| acc.add(s, queries[i].1));
+            out.eligible = eligible;
+            out
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -503,6 +535,48 @@ mod tests {
                     assert_eq!(sw.above, want, "query {n}, threshold at rank {rank}");
                     assert_eq!(sw.best, exact.first().copied());
                     assert_eq!(sw.eligible as usize, exact.len());
+                }
+            }
+        }
+        // Every query in one pass, each at its own threshold, answers as each alone.
+        for f in [Filter::memories(), Filter { include_laps: true, after_id: 1000, ..Filter::memories() }] {
+            let exacts: Vec<Vec<Scored>> = queries.iter().map(|q| brute(set, q, &f)).collect();
+            let ts: Vec<f32> = exacts.iter().enumerate().map(|(n, e)| e[[0, 9, 99, 999][n % 4]].score).collect();
+            let qs: Vec<(&[f32], f32)> = queries.iter().zip(&ts).map(|(q, t)| (&q[..], *t)).collect();
+            for (n, sw) in sweep_many(set, &qs, &f).iter().enumerate() {
+                let want: Vec<Scored> = exacts[n].iter().copied().filter(|s| s.score >= ts[n]).collect();
+                assert_eq!(sw.above, want, "query {n} of a shared sweep");
+                assert_eq!((sw.best, sw.eligible as usize), (exacts[n].first().copied(), exacts[n].len()));
+            }
+        }
+    }
+
+    #[test]
+    fn a_shared_sweep_answers_as_one_sweep_per_query() {
+        let queries: Vec<Vec<f32>> =
+            ["memory about 42", "memory number 7", "about 13 and 14"].iter().map(|q| HashEmbedder::vector(q)).collect();
+        // Serial (small) and parallel scans, unfiltered, past a watermark, and by listed ids.
+        for rows in [300, PARALLEL_MIN + 100] {
+            let mut set = VectorSet::new();
+            for i in 0..rows {
+                let kind = if i % 50 == 7 { Kind::Lap } else { Kind::Memory };
+                set.push(i as i64 + 1, kind, &HashEmbedder::vector(&format!("memory number {i} about {}", i % 97)));
+            }
+            set.tombstone(9);
+            let listed: Vec<i64> = (1..rows as i64).filter(|i| i % 3 == 0).collect();
+            for f in [
+                Filter::memories(),
+                Filter { after_id: 120, ..Filter::memories() },
+                Filter { only_ids: Some(&listed), after_id: 30, ..Filter::memories() },
+            ] {
+                let ts = [0.1f32, 0.3, -1.0];
+                let qs: Vec<(&[f32], f32)> = queries.iter().zip(ts).map(|(q, t)| (&q[..], t)).collect();
+                let many = sweep_many(&set, &qs, &f);
+                assert_eq!(many.len(), 3);
+                for (n, got) in many.iter().enumerate() {
+                    let alone = sweep(&set, &queries[n], &Filter { min_score: ts[n], ..f });
+                    assert_eq!(got, &alone, "{rows} rows, query {n}");
+                    assert!(!got.above.is_empty() || ts[n] > 0.0, "the -1 threshold keeps every row");
                 }
             }
         }

@@ -295,6 +295,12 @@ impl Searcher {
         exact::sweep(&self.set.read(), q, filter)
     }
 
+    /// One [`Searcher::sweep`] per query, each at its own threshold, in one pass over the rows
+    /// (see [`exact::sweep_many`]).
+    pub fn sweep_many(&self, queries: &[(&[f32], f32)], filter: &Filter<'_>) -> Vec<Sweep> {
+        exact::sweep_many(&self.set.read(), queries, filter)
+    }
+
     /// Number of rows `filter` admits.
     pub fn count(&self, filter: &Filter<'_>) -> usize {
         self.set.read().count(filter)

@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::host::LoopHost;
 use super::verify::{Candidate, Chain, Rejected};
-use crate::index::exact::sort_best_first;
+use crate::index::exact::{sort_best_first, Sweep};
 use crate::index::Scored;
 use crate::record::GateDef;
 use crate::Result;
@@ -138,6 +138,9 @@ pub struct MemoryGate<'e> {
     /// The forget counter when `best` was last checked to exist (`None`: never,
     /// or a tag-only gate, which checks on every lap).
     forgets_checked: Option<i64>,
+    /// A sweep the set made for this gate together with its neighbours, from the watermark
+    /// it holds; taken by the next sweep if the watermark is still that one.
+    supplied: Option<(i64, Sweep)>,
 }
 
 impl<'e> MemoryGate<'e> {
@@ -174,6 +177,7 @@ impl<'e> MemoryGate<'e> {
             expired: 0,
             refreshed_by_set: false,
             forgets_checked: None,
+            supplied: None,
         })
     }
 
@@ -192,6 +196,17 @@ impl<'e> MemoryGate<'e> {
     /// The runtime this gate reads through.
     pub(super) fn host(&self) -> &'e LoopHost {
         self.engine
+    }
+
+    /// What this gate's next sweep reads, so a set can sweep gates alike in one pass: its
+    /// query and threshold, its tags and its watermark (`None` for a tag-only gate).
+    pub(super) fn sweep_request(&self) -> Option<((&[f32], f32), &[String], i64)> {
+        self.query.as_deref().map(|q| ((q, self.threshold), &self.tags[..], self.seen))
+    }
+
+    /// Hands the gate the sweep its set made for it from watermark `after`.
+    pub(super) fn supply(&mut self, after: i64, sweep: Sweep) {
+        self.supplied = Some((after, sweep));
     }
 
     /// Takes in what arrived since the last lap; returns how many new candidates joined the
@@ -229,10 +244,14 @@ impl<'e> MemoryGate<'e> {
                 None => 0,
             });
         }
-        let sweep = match &self.query {
+        let supplied = self.supplied.take();
+        let sweep = match (&self.query, supplied) {
+            // The set swept this gate's rows with its neighbours' (the watermark still holds:
+            // a forgotten best above would have moved it).
+            (Some(_), Some((after, s))) if after == self.seen => s,
             // Refreshed above (or, in a set, by the set for every gate this lap).
-            Some(qv) => self.engine.sweep(qv, &self.tags, self.seen, self.threshold)?,
-            None => self.engine.tag_sweep(&self.tags, self.seen)?,
+            (Some(qv), _) => self.engine.sweep(qv, &self.tags, self.seen, self.threshold)?,
+            (None, _) => self.engine.tag_sweep(&self.tags, self.seen)?,
         };
         if let Some(s) = sweep.best {
             if self.best.is_none_or(|b| s.score > b.score) {

@@ -1,8 +1,9 @@
 //! Several gates in one run: a [`GateSet`] of [`MemoryGate`]s joined by `gate_mode`.
 //!
 //! Each lap brings the index up to date once (one look at the store, whatever the number of
-//! gates), then asks every gate (each sweeps only what arrived since its last look, so an
-//! idle lap costs each gate a scan of nothing), then joins their answers: `all` passes when
+//! gates), sweeps the gates that read the same rows (same tags and watermark) in one pass
+//! over the vectors, then asks every gate (each sweeps only what arrived since its last look,
+//! so an idle lap costs each gate a scan of nothing), then joins their answers: `all` passes when
 //! every gate has its `count` of memories, `any` when one has. A gate that has passed stays passed while
 //! its memories exist (each gate rechecks its own). The lap's detail says how far the run
 //! is (`2 of 3 gates passed; gate 3: 5 of 8 memories`), then each gate's own detail. The
@@ -34,11 +35,36 @@ impl<'e> GateSet<'e> {
             None => Ok(()),
         }
     }
+
+    /// Sweeps gates that read the same rows (same tags, same watermark: every query gate of
+    /// a plain run) in one pass, each at its own threshold, and hands each its sweep: a lap
+    /// of three gates reads the vectors once instead of three times.
+    fn share_sweeps(&mut self) -> Result<()> {
+        let mut groups: Vec<(Vec<String>, i64, Vec<usize>)> = Vec::new();
+        for (i, g) in self.gates.iter().enumerate() {
+            let Some((_, tags, after)) = g.sweep_request() else { continue };
+            match groups.iter_mut().find(|(t, a, _)| t == tags && *a == after) {
+                Some(group) => group.2.push(i),
+                None => groups.push((tags.to_vec(), after, vec![i])),
+            }
+        }
+        for (tags, after, members) in groups.into_iter().filter(|g| g.2.len() > 1) {
+            let sweeps = {
+                let queries: Vec<(&[f32], f32)> = members.iter().filter_map(|&i| self.gates[i].sweep_request().map(|r| r.0)).collect();
+                self.gates[members[0]].host().sweep_many(&queries, &tags, after)?
+            };
+            for (i, sweep) in members.into_iter().zip(sweeps) {
+                self.gates[i].supply(after, sweep);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Gate for GateSet<'_> {
     fn observe(&mut self, lap: i64, deadline: Instant) -> Result<Observation> {
         self.refresh()?;
+        self.share_sweeps()?;
         let mut seen = Vec::with_capacity(self.gates.len());
         for g in &mut self.gates {
             seen.push(g.observe(lap, deadline)?);
@@ -94,6 +120,7 @@ impl Gate for GateSet<'_> {
     fn probe(&mut self) -> Result<bool> {
         // Every gate takes in what arrived, whichever answers first.
         self.refresh()?;
+        self.share_sweeps()?;
         let mut fresh = false;
         for g in &mut self.gates {
             fresh |= g.probe()?;
