@@ -200,8 +200,8 @@ impl<'e> MemoryGate<'e> {
 
     /// What this gate's next sweep reads, so a set can sweep gates alike in one pass: its
     /// query and threshold, its tags and its watermark (`None` for a tag-only gate).
-    pub(super) fn sweep_request(&self) -> Option<((&[f32], f32), &[String], i64)> {
-        self.query.as_deref().map(|q| ((q, self.threshold), &self.tags[..], self.seen))
+    pub(super) fn sweep_request(&self) -> Option<SweepRequest<'_>> {
+        self.query.as_deref().map(|q| SweepRequest { query: (q, self.threshold), tags: &self.tags[..], after: self.seen })
     }
 
     /// Hands the gate the sweep its set made for it from watermark `after`.
@@ -505,6 +505,17 @@ impl Gate for StubGate {
     fn waits(&self) -> bool {
         false
     }
+}
+
+/// What a query gate's next sweep reads ([`MemoryGate::sweep_request`]): gates whose tags and
+/// watermark agree can share one pass over the vectors.
+pub(super) struct SweepRequest<'a> {
+    /// The query's embedding and the gate's cosine threshold.
+    pub query: (&'a [f32], f32),
+    /// The tags every candidate must carry.
+    pub tags: &'a [String],
+    /// The watermark: only rows with a larger id are read.
+    pub after: i64,
 }
 
 #[cfg(test)]

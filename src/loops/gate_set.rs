@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use super::gate::{Gate, MemoryGate, Observation};
+use super::gate::{Gate, MemoryGate, Observation, SweepRequest};
 use crate::record::GateMode;
 use crate::Result;
 
@@ -42,7 +42,7 @@ impl<'e> GateSet<'e> {
     fn share_sweeps(&mut self) -> Result<()> {
         let mut groups: Vec<(Vec<String>, i64, Vec<usize>)> = Vec::new();
         for (i, g) in self.gates.iter().enumerate() {
-            let Some((_, tags, after)) = g.sweep_request() else { continue };
+            let Some(SweepRequest { tags, after, .. }) = g.sweep_request() else { continue };
             match groups.iter_mut().find(|(t, a, _)| t == tags && *a == after) {
                 Some(group) => group.2.push(i),
                 None => groups.push((tags.to_vec(), after, vec![i])),
@@ -50,7 +50,7 @@ impl<'e> GateSet<'e> {
         }
         for (tags, after, members) in groups.into_iter().filter(|g| g.2.len() > 1) {
             let sweeps = {
-                let queries: Vec<(&[f32], f32)> = members.iter().filter_map(|&i| self.gates[i].sweep_request().map(|r| r.0)).collect();
+                let queries: Vec<(&[f32], f32)> = members.iter().filter_map(|&i| self.gates[i].sweep_request().map(|r| r.query)).collect();
                 self.gates[members[0]].host().sweep_many(&queries, &tags, after)?
             };
             for (i, sweep) in members.into_iter().zip(sweeps) {
