@@ -13,6 +13,11 @@
 //! runs, or a number written as a word (zero to twenty, the tens, first to twelfth), has the
 //! same value (leading zeros do not count). Extra numbers in the memory are fine.
 //!
+//! A query number that follows a comparison ("above 90", "at least 400", "under 200 ms",
+//! "within 5 minutes", "> 0.9") is a bound, not an identifier: a memory meets it when it states
+//! the number itself or any number on the bound's side ("perf 94" for "lighthouse score above
+//! 90"). Whether the memory's number is the measure the query means is left to the model.
+//!
 //! Months (`March`, `Sep`, `2024-03`) and deployment environments (`prod`, `production`,
 //! `staging`, `dev`, `uat`, `sandbox`, `preprod`) are closed classes: a memory that names
 //! one of the class, and none that the query names, speaks of another one ("period=2024-02" for
@@ -52,16 +57,128 @@ fn digit_runs(text: &str, names: bool) -> Vec<String> {
     out
 }
 
-/// The numbers a memory states: its digit runs and its number words.
-fn stated(memory: &str) -> Vec<String> {
-    let mut out = digit_runs(memory, false);
-    let lower = memory.to_lowercase();
-    for word in lower.split(|c: char| !c.is_alphabetic()) {
-        if let Some((_, v)) = CARDINALS.iter().chain(ORDINALS).find(|(w, _)| *w == word) {
-            out.push(v.to_string());
+/// Which side of a bound a number must be on, and whether the bound itself counts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Side {
+    Above { inclusive: bool },
+    Below { inclusive: bool },
+}
+
+/// Comparison words and signs, as the text before a number ends (lower case, spaces
+/// squeezed). Longest first, so "no more than" is read before "more than".
+const BOUNDS: &[(&str, Side)] = &[
+    ("no more than", Side::Below { inclusive: true }),
+    ("no less than", Side::Above { inclusive: true }),
+    ("greater than", Side::Above { inclusive: false }),
+    ("higher than", Side::Above { inclusive: false }),
+    ("more than", Side::Above { inclusive: false }),
+    ("at least", Side::Above { inclusive: true }),
+    ("less than", Side::Below { inclusive: false }),
+    ("lower than", Side::Below { inclusive: false }),
+    ("fewer than", Side::Below { inclusive: false }),
+    ("at most", Side::Below { inclusive: true }),
+    ("exceeds", Side::Above { inclusive: false }),
+    ("above", Side::Above { inclusive: false }),
+    ("over", Side::Above { inclusive: false }),
+    ("below", Side::Below { inclusive: false }),
+    ("under", Side::Below { inclusive: false }),
+    ("within", Side::Below { inclusive: true }),
+    (">=", Side::Above { inclusive: true }),
+    ("≥", Side::Above { inclusive: true }),
+    ("<=", Side::Below { inclusive: true }),
+    ("≤", Side::Below { inclusive: true }),
+    (">", Side::Above { inclusive: false }),
+    ("<", Side::Below { inclusive: false }),
+];
+
+/// The bound a number is, from the text just before it (`None`: an identifier).
+fn bound_before(before: &str) -> Option<Side> {
+    let lower = before.to_lowercase();
+    let tail = lower.trim_end();
+    BOUNDS.iter().find_map(|(word, side)| {
+        let rest = tail.strip_suffix(word)?;
+        // A whole word: "clover 4" is not "over 4".
+        let whole = word.chars().all(char::is_alphabetic).then(|| rest.chars().last().is_none_or(|c| !c.is_alphanumeric()));
+        whole.unwrap_or(true).then_some(*side)
+    })
+}
+
+/// A number of the query that is a bound, with the value the memory's numbers are held to.
+#[derive(Debug, Clone)]
+struct Bound {
+    span: (usize, usize),
+    digits: String,
+    value: f64,
+    side: Side,
+}
+
+impl Bound {
+    fn met_by(&self, n: f64) -> bool {
+        match self.side {
+            Side::Above { inclusive } => n > self.value || (inclusive && n == self.value),
+            Side::Below { inclusive } => n < self.value || (inclusive && n == self.value),
+        }
+    }
+}
+
+/// The query's bounds: every number (digits, an optional decimal part) after a comparison.
+fn bounds(query: &str) -> Vec<Bound> {
+    numbers(query)
+        .into_iter()
+        .filter_map(|(start, end, text)| {
+            Some(Bound { side: bound_before(&query[..start])?, value: text.parse().ok()?, span: (start, end), digits: text })
+        })
+        .collect()
+}
+
+/// Every number of `text` with its byte range: digits with an optional decimal part
+/// ("0.92", "1,204" read as 1204), except digits that follow a letter (a name's).
+fn numbers(text: &str) -> Vec<(usize, usize, String)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut digits = String::new();
+        while i < b.len() {
+            let thousands = b[i] == b','
+                && i + 3 < b.len()
+                && b[i + 1..i + 4].iter().all(u8::is_ascii_digit)
+                && b.get(i + 4).is_none_or(|c| !c.is_ascii_digit());
+            if b[i].is_ascii_digit() {
+                digits.push(b[i] as char);
+            } else if thousands {
+                // skip the separator
+            } else if b[i] == b'.' && b.get(i + 1).is_some_and(u8::is_ascii_digit) && !digits.contains('.') {
+                digits.push('.');
+            } else {
+                break;
+            }
+            i += 1;
+        }
+        // Digits glued to a letter before them are part of a name ("p95", "v2", "h100").
+        if start == 0 || !text[..start].chars().next_back().is_some_and(char::is_alphabetic) {
+            out.push((start, i, digits));
         }
     }
     out
+}
+
+/// The numbers a memory states: its digit runs and its number words.
+fn stated(memory: &str) -> Vec<String> {
+    let mut out = digit_runs(memory, false);
+    out.extend(number_words(memory).map(|v| v.to_string()));
+    out
+}
+
+/// The values of the number words of `text` (zero to twenty, the tens, first to twelfth).
+fn number_words(text: &str) -> impl Iterator<Item = u32> + '_ {
+    text.split(|c: char| !c.is_alphabetic())
+        .filter_map(|word| CARDINALS.iter().chain(ORDINALS).find(|(w, _)| w.eq_ignore_ascii_case(word)).map(|(_, v)| *v))
 }
 
 const MONTHS: [&str; 12] =
@@ -119,13 +236,21 @@ fn environments(text: &str) -> Vec<&'static str> {
 #[derive(Debug, Clone)]
 pub struct Entities {
     required: Vec<String>,
+    bounds: Vec<Bound>,
     months: Vec<u32>,
     environments: Vec<&'static str>,
 }
 
 impl Entities {
     pub fn new(query: &str) -> Entities {
-        Entities { required: digit_runs(query, true), months: months(query), environments: environments(query) }
+        let bounds = bounds(query);
+        // A bound's digits are not required as such: the numbers left are the identifiers.
+        let mut rest = query.to_string();
+        for b in &bounds {
+            rest.replace_range(b.span.0..b.span.1, &" ".repeat(b.span.1 - b.span.0));
+        }
+        let required = digit_runs(&rest, true);
+        Entities { required, bounds, months: months(query), environments: environments(query) }
     }
 
     /// Accepts the memory, or names the first number it lacks, or the month or environment
@@ -135,6 +260,17 @@ impl Entities {
             let have = stated(memory);
             if let Some(n) = self.required.iter().find(|n| !have.contains(n)) {
                 return Err(Refusal { rule: "numbers".into(), reason: format!("does not mention the number {n}") });
+            }
+        }
+        if !self.bounds.is_empty() {
+            let said: Vec<f64> = numbers(memory).into_iter().filter_map(|(_, _, n)| n.parse().ok()).collect();
+            let words: Vec<f64> = number_words(memory).map(f64::from).collect();
+            if let Some(b) = self.bounds.iter().find(|b| !said.iter().chain(&words).any(|&n| n == b.value || b.met_by(n))) {
+                let side = match b.side {
+                    Side::Above { .. } => "above",
+                    Side::Below { .. } => "below",
+                };
+                return Err(Refusal { rule: "numbers".into(), reason: format!("states no number {side} {} or equal to it", b.digits) });
             }
         }
         if !self.months.is_empty() {
@@ -184,6 +320,26 @@ mod tests {
         assert!(d.check("promoted from staging to prod, storefront live").is_ok());
         assert!(d.check("kubectl -n prod rollout status deploy/storefront: successfully rolled out").is_ok());
         assert!(d.check("storefront deployed, all pods healthy").is_ok());
+    }
+
+    #[test]
+    fn a_bound_is_met_by_any_number_on_its_side() {
+        let q = "lighthouse performance score above 90 on web 4.0 homepage";
+        assert!(passes(q, "lighthouse web@4.0 / → perf 94 a11y 98 bp 100 seo 100"));
+        assert!(passes(q, "homepage on 4.0 scores 94 on lighthouse perf"));
+        assert!(!passes(q, "homepage on 4.0 scores"), "a memory with no number on the bound's side");
+        assert!(!passes("p95 latency under 200 ms", "p95 latency now 340 ms"));
+        assert!(passes("p95 latency under 200 ms", "p95 latency now 143 ms after the cache fix"));
+        assert!(passes("at least 400 tests pass", "1,204 passed, 12 skipped"), "thousands separators");
+        assert!(passes("accuracy above 0.9 on the eval set", "eval acc 0.913"));
+        assert!(!passes("accuracy above 0.9 on the eval set", "eval acc 0.874"));
+        assert!(passes("failover within 5 minutes", "failover completed in four minutes"), "number words");
+        assert!(!passes("model v2 accuracy above 0.9", "model v3 accuracy 0.95"), "the identifier 2 is still required");
+        let r = Entities::new("more than 8 nodes healthy").check("3 nodes healthy").unwrap_err();
+        assert_eq!(r.rule, "numbers");
+        assert!(r.reason.contains("above 8"), "{}", r.reason);
+        // A word that ends in a comparison word is not one.
+        assert!(!passes("clover 4 harvested", "clover 5 harvested"));
     }
 
     #[test]
