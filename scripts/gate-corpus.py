@@ -11,8 +11,8 @@ name (sha256), so adding a new raw file never moves an old topic from one split 
 The seed's pairs (tests/data/gate-dev.tsv, the same file as ../shared/gate-dev.tsv) measure
 the gate and are never trained on: a topic that asks one of their queries, or has a memory
 that copies one of their memories (60 % of its word 4-grams or more), is held out of every
-split, and the script says how many rows that drops. Earlier rounds had written five such
-topics (the seed's own "invoice 1031 is overdue and unpaid", "training loss converged after
+split, and the script says how many rows that drops. Earlier rounds had written seven such
+topic groups (the seed's own "invoice 1031 is overdue and unpaid", "training loss converged after
 40 epochs", ...), so a model could score that file by memory.
 
 Standard library only: it runs in CI without the training environment.

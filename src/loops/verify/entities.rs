@@ -57,38 +57,40 @@ fn digit_runs(text: &str, names: bool) -> Vec<String> {
     out
 }
 
-/// Which side of a bound a number must be on, and whether the bound itself counts.
+/// Which side of a bound a memory's number must be on. The bound's own value always meets it
+/// (a memory that repeats the number is left to the model), so "above 90" and "at least 90"
+/// read alike here.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Side {
-    Above { inclusive: bool },
-    Below { inclusive: bool },
+    Above,
+    Below,
 }
 
-/// Comparison words and signs, as the text before a number ends (lower case, spaces
-/// squeezed). Longest first, so "no more than" is read before "more than".
+/// Comparison words and signs, as the lower-cased text before a number ends. Longest first, so
+/// "no more than" is read before "more than".
 const BOUNDS: &[(&str, Side)] = &[
-    ("no more than", Side::Below { inclusive: true }),
-    ("no less than", Side::Above { inclusive: true }),
-    ("greater than", Side::Above { inclusive: false }),
-    ("higher than", Side::Above { inclusive: false }),
-    ("more than", Side::Above { inclusive: false }),
-    ("at least", Side::Above { inclusive: true }),
-    ("less than", Side::Below { inclusive: false }),
-    ("lower than", Side::Below { inclusive: false }),
-    ("fewer than", Side::Below { inclusive: false }),
-    ("at most", Side::Below { inclusive: true }),
-    ("exceeds", Side::Above { inclusive: false }),
-    ("above", Side::Above { inclusive: false }),
-    ("over", Side::Above { inclusive: false }),
-    ("below", Side::Below { inclusive: false }),
-    ("under", Side::Below { inclusive: false }),
-    ("within", Side::Below { inclusive: true }),
-    (">=", Side::Above { inclusive: true }),
-    ("≥", Side::Above { inclusive: true }),
-    ("<=", Side::Below { inclusive: true }),
-    ("≤", Side::Below { inclusive: true }),
-    (">", Side::Above { inclusive: false }),
-    ("<", Side::Below { inclusive: false }),
+    ("no more than", Side::Below),
+    ("no less than", Side::Above),
+    ("greater than", Side::Above),
+    ("higher than", Side::Above),
+    ("more than", Side::Above),
+    ("at least", Side::Above),
+    ("less than", Side::Below),
+    ("lower than", Side::Below),
+    ("fewer than", Side::Below),
+    ("at most", Side::Below),
+    ("exceeds", Side::Above),
+    ("above", Side::Above),
+    ("over", Side::Above),
+    ("below", Side::Below),
+    ("under", Side::Below),
+    ("within", Side::Below),
+    (">=", Side::Above),
+    ("≥", Side::Above),
+    ("<=", Side::Below),
+    ("≤", Side::Below),
+    (">", Side::Above),
+    ("<", Side::Below),
 ];
 
 /// The bound a number is, from the text just before it (`None`: an identifier).
@@ -115,8 +117,8 @@ struct Bound {
 impl Bound {
     fn met_by(&self, n: f64) -> bool {
         match self.side {
-            Side::Above { inclusive } => n > self.value || (inclusive && n == self.value),
-            Side::Below { inclusive } => n < self.value || (inclusive && n == self.value),
+            Side::Above => n >= self.value,
+            Side::Below => n <= self.value,
         }
     }
 }
@@ -265,10 +267,10 @@ impl Entities {
         if !self.bounds.is_empty() {
             let said: Vec<f64> = numbers(memory).into_iter().filter_map(|(_, _, n)| n.parse().ok()).collect();
             let words: Vec<f64> = number_words(memory).map(f64::from).collect();
-            if let Some(b) = self.bounds.iter().find(|b| !said.iter().chain(&words).any(|&n| n == b.value || b.met_by(n))) {
+            if let Some(b) = self.bounds.iter().find(|b| !said.iter().chain(&words).any(|&n| b.met_by(n))) {
                 let side = match b.side {
-                    Side::Above { .. } => "above",
-                    Side::Below { .. } => "below",
+                    Side::Above => "above",
+                    Side::Below => "below",
                 };
                 return Err(Refusal { rule: "numbers".into(), reason: format!("states no number {side} {} or equal to it", b.digits) });
             }
