@@ -17,7 +17,12 @@ topic groups (the seed's own "invoice 1031 is overdue and unpaid", "training los
 
 Standard library only: it runs in CI without the training environment.
 
-Usage: scripts/gate-corpus.py [--check]   (--check: exit 1 if the split files are stale)
+A new raw file can still move an old row: a new topic that reuses an old query and whose name
+sorts first renames the old topic's group, and so its split. Writing refuses that (exit 2,
+naming the rows) unless --allow-moves: a row that moves out of test or dev was measured on and
+would now be trained on, so the fix is to rename or drop the new topic.
+
+Usage: scripts/gate-corpus.py [--check] [--allow-moves]   (--check: exit 1 if the split files are stale)
 """
 
 import argparse
@@ -140,9 +145,29 @@ def render(rows):
     return "\n".join(out) + "\n"
 
 
+def moves(splits):
+    """Rows of the split files on disk that the new split puts in another split."""
+    old = {}
+    for name in ("train", "dev", "test"):
+        path = OUT / f"{name}.tsv"
+        if path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+                f = line.split("\t")
+                if len(f) == len(COLUMNS):
+                    old[(norm(f[0]), norm(f[1]))] = name
+    out = []
+    for name, rows in splits.items():
+        for r in rows:
+            was = old.get((norm(r["query"]), norm(r["memory"])))
+            if was and was != name:
+                out.append(f"moves from {was} to {name}: {r['query']!r} / {r['memory']!r} ({r['topic']})")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail if the split files are not what the raw files give")
+    ap.add_argument("--allow-moves", action="store_true", help="write even when old rows change split")
     args = ap.parse_args()
     rows, errors = read_raw()
     for e in errors:
@@ -168,6 +193,12 @@ def main():
     splits = collections.defaultdict(list)
     for r in kept:
         splits[split_of(group[r["topic"]])].append(r)
+    moved = moves(splits)
+    for m in moved[:20]:
+        print(f"gate-corpus: {m}", file=sys.stderr)
+    if moved and not args.check and not args.allow_moves:
+        print(f"gate-corpus: {len(moved)} rows would change split; nothing written (see --allow-moves)", file=sys.stderr)
+        sys.exit(2)
     stale = []
     for name in ("train", "dev", "test"):
         text = render(splits[name])
