@@ -58,10 +58,13 @@ fn the_shipped_verifier_matches_its_checksums() {
 /// The shipped model's figures with the default chain (models/verifier/README.md), as
 /// regression floors a little below what was measured: (gate_min_score, least right among
 /// the passable pairs, most near misses passing), as fractions. Issue #25's bar (0.95 right,
-/// 0.02 passing) is not reached yet; these hold the model where it is.
-const TEST_SPLIT_FLOORS: [(f64, f64, f64); 2] = [(0.3, 0.880, 0.060), (0.5, 0.900, 0.045)];
-/// Right answers on tests/data/gate-dev.tsv (25 pairs) at 0.3 and 0.5, at least.
-const DEV_SET_FLOOR: u64 = 24;
+/// 0.02 passing) is not reached yet; these hold the model where it is (round 12 on the split
+/// with round 12's topics: 0.3 89.4 % / 6.0 %, 0.5 91.5 % / 4.7 %).
+const TEST_SPLIT_FLOORS: [(f64, f64, f64); 2] = [(0.3, 0.890, 0.062), (0.5, 0.910, 0.049)];
+/// Right answers on tests/data/gate-dev.tsv (25 pairs) at 0.3 and 0.5, at least. Round 12
+/// scores 22: it never saw these pairs (round 8, which scored 24, was trained on copies of
+/// five of them; see the model card).
+const DEV_SET_FLOOR: u64 = 22;
 
 #[test]
 fn the_default_gate_holds_its_measured_accuracy_on_the_test_split_and_the_dev_set() {
@@ -78,6 +81,8 @@ fn the_default_gate_holds_its_measured_accuracy_on_the_test_split_and_the_dev_se
     for t in r["thresholds"].as_array().unwrap() {
         let right = t["all"]["right"].as_u64().unwrap();
         assert!(right >= DEV_SET_FLOOR, "dev set at {}: {right}/25: {}", t["gate_min_score"], r["errors"]);
+        // Its 14 near misses ("NOT approved" for "approved" and the like) never pass.
+        assert_eq!(t["all"]["false_passes"], 0, "dev set at {}: {}", t["gate_min_score"], r["errors"]);
     }
 }
 
