@@ -23,7 +23,12 @@
 //! one of the class, and none that the query names, speaks of another one ("period=2024-02" for
 //! "March close done", "live in staging" for "deployed to production"). A memory that names
 //! none of the class says nothing either way and is left to the model.
+//!
+//! Names the numbers rule cannot compare (`core-sw1`, `rack B4`, `Calloway Tower`) are checked
+//! for near twins by [`super::lookalike`]: a memory that leaves a query name out and names a
+//! look-alike of it instead ("Galloway Tower") is refused.
 
+use super::lookalike::Lookalikes;
 use super::number_words::{CARDINALS, ORDINALS};
 use super::Refusal;
 
@@ -241,6 +246,7 @@ pub struct Entities {
     bounds: Vec<Bound>,
     months: Vec<u32>,
     environments: Vec<&'static str>,
+    lookalikes: Lookalikes,
 }
 
 impl Entities {
@@ -252,11 +258,11 @@ impl Entities {
             rest.replace_range(b.span.0..b.span.1, &" ".repeat(b.span.1 - b.span.0));
         }
         let required = digit_runs(&rest, true);
-        Entities { required, bounds, months: months(query), environments: environments(query) }
+        Entities { required, bounds, months: months(query), environments: environments(query), lookalikes: Lookalikes::new(query) }
     }
 
-    /// Accepts the memory, or names the first number it lacks, or the month or environment
-    /// that replaces the query's.
+    /// Accepts the memory, or names the first number it lacks, or the month, environment or
+    /// look-alike name that replaces the query's.
     pub fn check(&self, memory: &str) -> Result<(), Refusal> {
         if !self.required.is_empty() {
             let have = stated(memory);
@@ -287,6 +293,9 @@ impl Entities {
             if !said.is_empty() && !said.iter().any(|e| self.environments.contains(e)) {
                 return Err(Refusal { rule: "environment".into(), reason: format!("speaks of {}, not {}", said[0], self.environments[0]) });
             }
+        }
+        if let Some((name, twin)) = self.lookalikes.check(memory) {
+            return Err(Refusal { rule: "name".into(), reason: format!("names {twin}, not {name}") });
         }
         Ok(())
     }

@@ -20,6 +20,7 @@
 pub mod cmd;
 pub mod entities;
 pub mod guard;
+mod lookalike;
 pub mod model;
 pub mod nli;
 mod number_words;
