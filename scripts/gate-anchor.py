@@ -16,9 +16,11 @@ for every query of the train split (never dev or test):
   not the word "completed".
 
 Seeded and standard library only: the same train.tsv always gives the same file.
-Usage: scripts/gate-anchor.py   (pass the output to train-verifier.py with --extra)
+Usage: scripts/gate-anchor.py [--out FILE]   (pass the output to train-verifier.py with --extra;
+default data/gate/augment/anchors.tsv, the file round 12 was trained with)
 """
 
+import argparse
 import random
 import re
 from pathlib import Path
@@ -40,6 +42,9 @@ def surface(r, query):
 
 
 def main():
+    ap = argparse.ArgumentParser(description="derive anchor pairs from the train split")
+    ap.add_argument("--out", type=Path, default=OUT)
+    out_path = ap.parse_args().out
     lines = TRAIN.read_text(encoding="utf-8").splitlines()
     header, rows = lines[0], [l.split("\t") for l in lines[1:] if l.strip()]
     cols = header.split("\t")
@@ -63,9 +68,9 @@ def main():
                 neg[M], neg[L], neg[C], neg[S], neg[T] = other[M], "0", "unrelated", other[S], base[T] + "-anchor"
                 out.append("\t".join(neg))
                 break
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text("\n".join(out) + "\n", encoding="utf-8")
-    print(f"gate-anchor: wrote {len(out) - 1} pairs to {OUT.relative_to(ROOT)}")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    print(f"gate-anchor: wrote {len(out) - 1} pairs to {out_path}")
 
 
 if __name__ == "__main__":
