@@ -25,7 +25,7 @@
 //! none of the class says nothing either way and is left to the model.
 //!
 //! Names the numbers rule cannot compare (`core-sw1`, `rack B4`, `Calloway Tower`) are checked
-//! for near twins by [`super::lookalike`]: a memory that leaves a query name out and names a
+//! for near twins by the sibling module `lookalike`: a memory that leaves a query name out and names a
 //! look-alike of it instead ("Galloway Tower") is refused.
 
 use super::lookalike::Lookalikes;
