@@ -12,7 +12,8 @@
 //! capitalised word of four letters or more that does not open the query (`Calloway`). Its
 //! **twin** in the memory has the same length and the same shape (letters, digits and
 //! punctuation in the same places, the same capital or not at the start) and differs by one
-//! character (a name with digits, or a word of five letters or more; two for eight or more), or, for a word of six letters or more,
+//! character (a name with digits, or a word of five letters or more; two for eight or more; two
+//! inflections of one word, `Approved` and `Approves`, are not twins), or, for a word of six letters or more,
 //! by one letter added or dropped inside it (not at its end, so `German` / `Germany` and
 //! `Austin` / `Austins` are not twins). The rule fires only when the memory does not contain
 //! the name itself, the twin is not a word of the query too ("moved from v1 to v2" may be
@@ -70,6 +71,19 @@ fn one_inside(short: &str, long: &str) -> bool {
     l.len() == s.len() + 1 && (1..l.len() - 1).any(|i| l[..i] == s[..i] && l[i + 1..] == s[i..])
 }
 
+/// Two forms of one English word: the same stem and two inflection endings ("Approved" /
+/// "Approves", "Merged" / "Merger"), which a title-case query and a memory may use for the
+/// same thing.
+fn inflections(a: &str, b: &str) -> bool {
+    const ENDINGS: [&str; 4] = ["ed", "es", "er", "en"];
+    let cut = a.len().saturating_sub(2);
+    a.len() == b.len()
+        && a.len() > 3
+        && a.as_bytes()[..cut] == b.as_bytes()[..cut]
+        && ENDINGS.iter().any(|e| a.ends_with(e))
+        && ENDINGS.iter().any(|e| b.ends_with(e))
+}
+
 /// A name of the query, lower-cased, with what the check needs of it.
 #[derive(Debug, Clone)]
 struct Name {
@@ -90,8 +104,14 @@ impl Name {
         }
         let len = self.lower.len();
         if lower.len() == len && shape(lower) == self.shape {
-            let differ = self.lower.bytes().zip(lower.bytes()).filter(|(a, b)| a != b).count();
-            return if self.has_digit { differ == 1 } else { (len >= 5 && differ == 1) || (len >= 8 && differ == 2) };
+            let at: Vec<usize> = self.lower.bytes().zip(lower.bytes()).enumerate().filter(|(_, (a, b))| a != b).map(|(i, _)| i).collect();
+            if self.has_digit {
+                return at.len() == 1;
+            }
+            if inflections(&self.lower, lower) {
+                return false;
+            }
+            return (len >= 5 && at.len() == 1) || (len >= 8 && at.len() == 2);
         }
         !self.has_digit
             && len >= 6
@@ -214,6 +234,13 @@ mod tests {
         );
         assert_eq!(swapped("edge-web01 through edge-web08 on the new conf", "edge-web01–08 reloaded"), None);
         assert_eq!(swapped("budget approved by Mark", "budget approved by Mary"), None, "short words are left to the model");
+        assert_eq!(swapped("Q3 Budget Approved", "Board Approves the Q3 Budget"), None, "an inflection is not another name");
+        assert_eq!(swapped("Release Branch Merged", "Release Branch Merger done"), None);
+        assert_eq!(
+            swapped("BGP session to Telvio up", "BGP session to Telvia up.").as_deref(),
+            Some("Telvia"),
+            "a name's last letters still count"
+        );
         assert_eq!(swapped("deploy finished", "deploy of core-sw2 finished"), None, "a query without names");
     }
 
