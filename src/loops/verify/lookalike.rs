@@ -104,14 +104,14 @@ impl Name {
         }
         let len = self.lower.len();
         if lower.len() == len && shape(lower) == self.shape {
-            let at: Vec<usize> = self.lower.bytes().zip(lower.bytes()).enumerate().filter(|(_, (a, b))| a != b).map(|(i, _)| i).collect();
+            let differ = self.lower.bytes().zip(lower.bytes()).filter(|(a, b)| a != b).count();
             if self.has_digit {
-                return at.len() == 1;
+                return differ == 1;
             }
             if inflections(&self.lower, lower) {
                 return false;
             }
-            return (len >= 5 && at.len() == 1) || (len >= 8 && at.len() == 2);
+            return (len >= 5 && differ == 1) || (len >= 8 && differ == 2);
         }
         !self.has_digit
             && len >= 6
@@ -121,7 +121,7 @@ impl Name {
 }
 
 /// The query's names and its words, for [`Lookalikes::check`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(super) struct Lookalikes {
     names: Vec<Name>,
     words: Vec<String>,
@@ -158,20 +158,16 @@ impl Lookalikes {
             return None;
         }
         let lower = memory.to_ascii_lowercase();
-        let toks = tokens(memory);
+        // The memory's tokens the query does not use, each with its lower-cased form.
+        let toks: Vec<(&str, String)> =
+            tokens(memory).into_iter().map(|t| (t, t.to_ascii_lowercase())).filter(|(_, tl)| !self.words.contains(tl)).collect();
         let mem_numbers: Vec<&str> = memory.split(|c: char| !c.is_ascii_digit()).filter(|d| !d.is_empty()).collect();
         for n in &self.names {
             if lower.contains(&n.lower) || n.long_numbers.iter().any(|d| mem_numbers.contains(&d.as_str())) {
                 continue;
             }
-            for t in &toks {
-                let tl = t.to_ascii_lowercase();
-                if self.words.contains(&tl) {
-                    continue;
-                }
-                if n.twin(t, &tl) {
-                    return Some((&n.text, t.to_string()));
-                }
+            if let Some((t, _)) = toks.iter().find(|(t, tl)| n.twin(t, tl)) {
+                return Some((&n.text, t.to_string()));
             }
         }
         None
