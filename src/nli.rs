@@ -34,10 +34,6 @@ pub const NLI_FILES: [&str; 3] = ["model.onnx", "tokenizer.json", "config.json"]
 /// 512 positions.
 const DEFAULT_MAX_LEN: usize = 512;
 
-/// Pairs per ONNX Runtime call: each batch is padded to its own longest pair, so a bound keeps
-/// one long memory from padding hundreds of short ones, and keeps memory use flat.
-const BATCH: usize = 16;
-
 /// An NLI cross-encoder loaded from a user's folder. `Send + Sync`: the session is behind a
 /// mutex, because `ort` needs `&mut Session` to run (ONNX Runtime's allocators are not safe to
 /// share across concurrent runs).
@@ -226,12 +222,18 @@ impl NliModel {
     }
 
     /// P(entailment) for each (premise, hypothesis) pair, softmax over the model's logits,
-    /// batched (pairs padded to the longest in the batch, truncated to the model's max length,
-    /// e.g. 512 or the tokenizer's).
+    /// each pair truncated to the model's max length (e.g. 512 or the tokenizer's).
+    ///
+    /// One pair per ONNX Runtime call, never a padded batch: a dynamically quantised model
+    /// (such as slm's own int8 verifier) takes one activation scale per call, so in a batch a
+    /// pair's probability moves with its companions (measured 2026-12-07: 55 of 3,302 dev
+    /// verdicts flipped, up to 0.97 apart). Alone, the probability is a function of the pair
+    /// and the model, which the gate promises (SPEC §4). It costs about a third more time
+    /// per candidate than a batch of 32 short pairs (benches/verifier.rs).
     pub fn entailment(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(pairs.len());
-        for chunk in pairs.chunks(BATCH) {
-            out.extend(self.run_batch(chunk)?);
+        for pair in pairs {
+            out.extend(self.run_batch(std::slice::from_ref(pair))?);
         }
         Ok(out)
     }

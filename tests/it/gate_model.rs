@@ -58,13 +58,13 @@ fn the_shipped_verifier_matches_its_checksums() {
 /// The shipped model's figures with the default chain (models/verifier/README.md), as
 /// regression floors a little below what was measured: (gate_min_score, least right among
 /// the passable pairs, most near misses passing), as fractions. Issue #25's bar (0.95 right,
-/// 0.02 passing) is not reached yet; these hold the model where it is (round 12 on the split
-/// with round 13's topics: 0.3 89.5 % / 5.9 %, 0.5 91.6 % / 4.6 %).
-const TEST_SPLIT_FLOORS: [(f64, f64, f64); 2] = [(0.3, 0.890, 0.062), (0.5, 0.910, 0.049)];
-/// Right answers on tests/data/gate-dev.tsv (25 pairs) at 0.3 and 0.5, at least. Round 12
-/// scores 22: it never saw these pairs (round 8, which scored 24, was trained on copies of
+/// 0.02 passing) is not reached yet; these hold the model where it is (round 13, one pair a
+/// run: 0.3 90.8 % / 4.7 %, 0.5 92.7 % / 3.8 %).
+const TEST_SPLIT_FLOORS: [(f64, f64, f64); 2] = [(0.3, 0.900, 0.050), (0.5, 0.920, 0.040)];
+/// Right answers on tests/data/gate-dev.tsv (25 pairs) at 0.3 and 0.5, at least. Round 13
+/// scores 23: it never saw these pairs (round 8, which scored 24, was trained on copies of
 /// five of them; see the model card).
-const DEV_SET_FLOOR: u64 = 22;
+const DEV_SET_FLOOR: u64 = 23;
 
 #[test]
 fn the_default_gate_holds_its_measured_accuracy_on_the_test_split_and_the_dev_set() {
@@ -83,6 +83,34 @@ fn the_default_gate_holds_its_measured_accuracy_on_the_test_split_and_the_dev_se
         assert!(right >= DEV_SET_FLOOR, "dev set at {}: {right}/25: {}", t["gate_min_score"], r["errors"]);
         // Its 14 near misses ("NOT approved" for "approved" and the like) never pass.
         assert_eq!(t["all"]["false_passes"], 0, "dev set at {}: {}", t["gate_min_score"], r["errors"]);
+    }
+}
+
+/// A verdict is a function of (query, memory, model) (SPEC §4): the int8 model's activation
+/// scale is per ONNX Runtime call, so the verifier runs one pair a call. Before that, these
+/// seed pairs scored 0.90 beside a sibling and 0.51 alone (round 12), or 0.99 and 0.57
+/// (round 13). The probabilities must be bit-for-bit the same alone and in company, whatever
+/// the company's lengths.
+#[test]
+fn a_verdict_does_not_depend_on_the_pairs_verified_beside_it() {
+    use slm::loops::verify::model::VerifierModel;
+    let model = VerifierModel::load(&verifier_dir()).unwrap();
+    let long = "status update: ".to_string() + &"the nightly job ran, the cache was warmed, the logs rotated; ".repeat(12);
+    let cases = [
+        (
+            "database migration complete",
+            "the schema migration of the orders database completed without errors",
+            "migration of the orders database failed at step 3 and was rolled back",
+        ),
+        ("invoice 1031 paid", "invoice 1031 is overdue and unpaid", "payment received for invoice 1031"),
+    ];
+    for (query, memory, sibling) in cases {
+        let alone = model.probabilities(query, &[memory]).unwrap()[0];
+        for company in [vec![sibling, memory], vec![memory, sibling, long.as_str()], vec![long.as_str(), memory]] {
+            let probs = model.probabilities(query, &company).unwrap();
+            let at = company.iter().position(|m| *m == memory).unwrap();
+            assert_eq!(probs[at].to_bits(), alone.to_bits(), "{query:?} <- {memory:?}: {} alone, {} beside {company:?}", alone, probs[at]);
+        }
     }
 }
 

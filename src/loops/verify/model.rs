@@ -237,7 +237,7 @@ fn verdicts() -> &'static Verdicts {
 }
 
 /// Probabilities for `memories` against `query`, from the cache where known; the rest go to
-/// the model in one batch.
+/// the model (one pair per run: see [`NliModel::entailment`]).
 pub fn probabilities(query: &str, memories: &[&str]) -> Result<Vec<f32>> {
     let v = verdicts();
     let lookup = |out: &mut Vec<Option<f32>>| {
