@@ -19,7 +19,7 @@ use std::sync::Mutex;
 
 use ort::session::Session;
 use ort::value::{Tensor, TensorElementType};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::embed::ModelFiles;
 use crate::{Error, Result};
@@ -66,8 +66,6 @@ pub(crate) struct LabelMap {
     pub entailment: usize,
     /// `max_position_embeddings`, when present.
     pub max_positions: Option<usize>,
-    /// `pad_token_id`, when present (used when tokenizer.json has no padding section).
-    pub pad_token_id: Option<u32>,
 }
 
 /// Parses config.json's text. `Err` holds the rule that was broken, as a phrase.
@@ -107,7 +105,6 @@ pub(crate) fn parse_config(text: &str) -> std::result::Result<LabelMap, String> 
         labels,
         entailment,
         max_positions: as_usize("max_position_embeddings"),
-        pad_token_id: as_usize("pad_token_id").and_then(|x| u32::try_from(x).ok()),
     })
 }
 
@@ -168,23 +165,9 @@ impl NliModel {
             .map(|t| t.max_length)
             .or(map.max_positions.map(|p| p.min(DEFAULT_MAX_LEN)))
             .unwrap_or(DEFAULT_MAX_LEN);
-        // Pad each batch to its own longest pair. tokenizer.json may say `Fixed(128)` (MiniLM's
-        // does) or nothing; keep its pad token if it names one, else the config's, else [PAD].
-        let mut padding = tokenizer.get_padding().cloned().unwrap_or_else(|| {
-            let mut p = PaddingParams::default();
-            if let Some(id) = map.pad_token_id {
-                p.pad_id = id;
-                if let Some(t) = tokenizer.id_to_token(id) {
-                    p.pad_token = t;
-                }
-            } else if let Some(id) = tokenizer.token_to_id("<pad>").filter(|_| tokenizer.token_to_id("[PAD]").is_none()) {
-                p.pad_id = id;
-                p.pad_token = "<pad>".into();
-            }
-            p
-        });
-        padding.strategy = PaddingStrategy::BatchLongest;
-        tokenizer.with_padding(Some(padding));
+        // No padding: pairs run one a call (`entailment`), and tokenizer.json may say
+        // `Fixed(128)` (MiniLM's does), which would only add work.
+        tokenizer.with_padding(None);
         // LongestFirst trims the longer of premise and hypothesis first, so a long memory
         // cannot push the (usually short) query out of the window.
         let truncation = TruncationParams { max_length: max_len, ..tokenizer.get_truncation().cloned().unwrap_or_default() };
@@ -231,11 +214,7 @@ impl NliModel {
     /// and the model, which the gate promises (SPEC §4). It costs about 65 % more time per
     /// candidate than a batch of 32 short pairs (benches/verifier.rs: 1.88 ms against 1.14 ms).
     pub fn entailment(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>> {
-        let mut out = Vec::with_capacity(pairs.len());
-        for pair in pairs {
-            out.extend(self.run_batch(std::slice::from_ref(pair))?);
-        }
-        Ok(out)
+        pairs.iter().map(|&pair| self.run_one(pair)).collect()
     }
 
     /// The label names in index order, for display.
@@ -248,39 +227,34 @@ impl NliModel {
         self.max_len
     }
 
-    fn run_batch(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>> {
-        // One `encode` per pair, not `encode_batch`: the latter hands even one pair to rayon,
-        // whose spinning workers took the cores from ONNX Runtime's (measured: 2.7 ms a short
-        // pair through `entailment`, against 1.5 ms for the same run from Python).
-        let enc = pairs
-            .iter()
-            .map(|&pair| self.tokenizer.encode(pair, true))
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| model_error(format!("tokenizer: {e}")))?;
-        let (batch, seq) = (enc.len(), enc.first().map_or(0, |e| e.len()));
-        if enc.iter().any(|e| e.len() != seq) {
-            return Err(model_error("the tokenizer returned a ragged batch"));
-        }
-        let flat =
-            |f: fn(&tokenizers::Encoding) -> &[u32]| -> Vec<i64> { enc.iter().flat_map(|e| f(e).iter().map(|&x| i64::from(x))).collect() };
+    /// P(entailment) of one pair, in one ONNX Runtime call.
+    fn run_one(&self, pair: (&str, &str)) -> Result<f32> {
+        // `encode`, not `encode_batch`: the latter hands even one pair to rayon, whose spinning
+        // workers took the cores from ONNX Runtime's (measured: 2.7 ms a short pair, against
+        // 1.5 ms for the same run from Python).
+        let enc = self.tokenizer.encode(pair, true).map_err(|e| model_error(format!("tokenizer: {e}")))?;
+        let seq = enc.len();
         let mut feed: Vec<(&str, ort::value::DynValue)> = Vec::with_capacity(3);
-        let mut add = |name: &'static str, data: Vec<i64>| -> Result<()> {
+        let mut add = |name: &'static str, data: &[u32]| -> Result<()> {
             let value = match self.input_type {
                 TensorElementType::Int32 => {
-                    let d: Vec<i32> = data.into_iter().map(|x| x as i32).collect();
-                    Tensor::from_array(([batch, seq], d)).map_err(model_error)?.into_dyn()
+                    let d: Vec<i32> = data.iter().map(|&x| x as i32).collect();
+                    Tensor::from_array(([1, seq], d)).map_err(model_error)?.into_dyn()
                 }
-                _ => Tensor::from_array(([batch, seq], data)).map_err(model_error)?.into_dyn(),
+                _ => {
+                    let d: Vec<i64> = data.iter().map(|&x| i64::from(x)).collect();
+                    Tensor::from_array(([1, seq], d)).map_err(model_error)?.into_dyn()
+                }
             };
             feed.push((name, value));
             Ok(())
         };
-        add("input_ids", flat(tokenizers::Encoding::get_ids))?;
+        add("input_ids", enc.get_ids())?;
         if self.wants_attention_mask {
-            add("attention_mask", flat(tokenizers::Encoding::get_attention_mask))?;
+            add("attention_mask", enc.get_attention_mask())?;
         }
         if self.wants_token_type_ids {
-            add("token_type_ids", flat(tokenizers::Encoding::get_type_ids))?;
+            add("token_type_ids", enc.get_type_ids())?;
         }
 
         let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
@@ -288,13 +262,10 @@ impl NliModel {
         let (shape, logits) =
             outputs[0].try_extract_tensor::<f32>().map_err(|e| model_error(format!("the first output is not a float tensor: {e}")))?;
         let n = self.labels.len();
-        if shape.len() != 2 || shape[0] as usize != batch || shape[1] as usize != n {
-            return Err(model_error(format!(
-                "the first output has shape {:?}; want [{batch}, {n}] (one logit per id2label entry)",
-                &shape[..]
-            )));
+        if shape.len() != 2 || shape[0] != 1 || shape[1] as usize != n {
+            return Err(model_error(format!("the first output has shape {:?}; want [1, {n}] (one logit per id2label entry)", &shape[..])));
         }
-        Ok(logits.chunks(n).map(|row| softmax(row)[self.entailment]).collect())
+        Ok(softmax(logits)[self.entailment])
     }
 }
 
