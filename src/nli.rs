@@ -101,11 +101,7 @@ pub(crate) fn parse_config(text: &str) -> std::result::Result<LabelMap, String> 
         return Err(format!("config.json id2label has no contradiction label (labels: {names})"));
     }
     let as_usize = |key: &str| v.get(key).and_then(|x| x.as_u64()).map(|x| x as usize);
-    Ok(LabelMap {
-        labels,
-        entailment,
-        max_positions: as_usize("max_position_embeddings"),
-    })
+    Ok(LabelMap { labels, entailment, max_positions: as_usize("max_position_embeddings") })
 }
 
 /// Softmax of one row of logits, stable for large values.
