@@ -18,6 +18,10 @@
 //! the number itself or any number on the bound's side ("perf 94" for "lighthouse score above
 //! 90"). Whether the memory's number is the measure the query means is left to the model.
 //!
+//! A quarter ("Q2") is also met by months inside it alone ("April–June"), and a cloud region's
+//! code ("us-east-1") by its place ("US East (N. Virginia)"; the table is the sibling module
+//! `regions`), not by a stray "2" or "1".
+//!
 //! Months (`March`, `Sep`, `2024-03`) and deployment environments (`prod`, `production`,
 //! `staging`, `dev`, `uat`, `sandbox`, `preprod`) are closed classes: a memory that names
 //! one of the class, and none that the query names, speaks of another one ("period=2024-02" for
@@ -30,6 +34,7 @@
 
 use super::lookalike::Lookalikes;
 use super::number_words::{CARDINALS, ORDINALS};
+use super::regions::{self, Region};
 use super::Refusal;
 
 /// The distinct numbers of `text`'s digit runs, by value (leading zeros dropped), in order.
@@ -218,6 +223,37 @@ fn months(text: &str) -> Vec<u32> {
     out
 }
 
+/// A quarter the query names ("Q2", "2024-Q2"): its number, and the span of the "Q2".
+#[derive(Debug, Clone)]
+struct Quarter {
+    span: (usize, usize),
+    n: u32,
+}
+
+impl Quarter {
+    /// The memory states the quarter's number (as digits or a word: "Q2", "second-quarter"),
+    /// or names only months inside the quarter ("April–June", "Apr-Jun").
+    fn stated_by(&self, memory: &str) -> bool {
+        if stated(memory).contains(&self.n.to_string()) {
+            return true;
+        }
+        let said = months(memory);
+        let inside = |m: &u32| (self.n * 3 - 2..=self.n * 3).contains(m);
+        !said.is_empty() && said.iter().all(inside)
+    }
+}
+
+/// The quarters of `text`: a `Q` and one digit 1-4, standing alone ("Q2", "q3", "FY24-Q1").
+fn quarters(text: &str) -> Vec<Quarter> {
+    let b = text.as_bytes();
+    let alone = |i: usize| b.get(i).is_none_or(|c| !c.is_ascii_alphanumeric());
+    (0..b.len().saturating_sub(1))
+        .filter(|&i| matches!(b[i], b'Q' | b'q') && (i == 0 || !b[i - 1].is_ascii_alphanumeric()))
+        .filter(|&i| matches!(b[i + 1], b'1'..=b'4') && alone(i + 2))
+        .map(|i| Quarter { span: (i, i + 2), n: u32::from(b[i + 1] - b'0') })
+        .collect()
+}
+
 /// Deployment environments by their usual names. Not "stage" ("the canary stage passed") nor
 /// "qa" (a team as often as a place): words with another everyday meaning would block true
 /// signals.
@@ -243,6 +279,8 @@ fn environments(text: &str) -> Vec<&'static str> {
 #[derive(Debug, Clone)]
 pub struct Entities {
     required: Vec<String>,
+    quarters: Vec<Quarter>,
+    regions: Vec<Region>,
     bounds: Vec<Bound>,
     months: Vec<u32>,
     environments: Vec<&'static str>,
@@ -252,13 +290,25 @@ pub struct Entities {
 impl Entities {
     pub fn new(query: &str) -> Entities {
         let bounds = bounds(query);
-        // A bound's digits are not required as such: the numbers left are the identifiers.
+        let quarters = quarters(query);
+        let regions = regions::in_query(query);
+        // A bound's, a quarter's and a region's digits are not required as such (each has its
+        // own test below): the numbers left are the identifiers.
         let mut rest = query.to_string();
-        for b in &bounds {
-            rest.replace_range(b.span.0..b.span.1, &" ".repeat(b.span.1 - b.span.0));
+        let spans = bounds.iter().map(|b| b.span).chain(quarters.iter().map(|q| q.span)).chain(regions.iter().map(|r| r.span));
+        for (start, end) in spans {
+            rest.replace_range(start..end, &" ".repeat(end - start));
         }
         let required = digit_runs(&rest, true);
-        Entities { required, bounds, months: months(query), environments: environments(query), lookalikes: Lookalikes::new(query) }
+        Entities {
+            required,
+            quarters,
+            regions,
+            bounds,
+            months: months(query),
+            environments: environments(query),
+            lookalikes: Lookalikes::new(query),
+        }
     }
 
     /// Accepts the memory, or names the first number it lacks, or the month, environment or
@@ -269,6 +319,12 @@ impl Entities {
             if let Some(n) = self.required.iter().find(|n| !have.contains(n)) {
                 return Err(Refusal { rule: "numbers".into(), reason: format!("does not mention the number {n}") });
             }
+        }
+        if let Some(q) = self.quarters.iter().find(|q| !q.stated_by(memory)) {
+            return Err(Refusal { rule: "numbers".into(), reason: format!("does not mention the quarter Q{} or its months", q.n) });
+        }
+        if let Some(r) = self.regions.iter().find(|r| !r.named_by(memory)) {
+            return Err(Refusal { rule: "region".into(), reason: format!("does not name the region {} ({})", r.code, r.place()) });
         }
         if !self.bounds.is_empty() {
             let said: Vec<f64> = numbers(memory).into_iter().filter_map(|(_, _, n)| n.parse().ok()).collect();
@@ -362,5 +418,24 @@ mod tests {
         assert!(!passes("PR 42 approved", "PR 420 approved"));
         assert!(!passes("build 7 deployed", "build 17 deployed"));
         assert!(!passes("Q2 report published", "Q3 report published"));
+    }
+
+    #[test]
+    fn a_quarter_is_met_by_its_months_and_a_region_by_its_place() {
+        let q = "Q2 Gift Aid claim submitted";
+        assert!(passes(q, "claim for April–June donations lodged"));
+        assert!(passes(q, "Apr-Jun gift aid claim sent"));
+        assert!(passes(q, "second-quarter gift aid claim sent"));
+        assert!(!passes(q, "claim for July–September donations lodged"));
+        assert!(!passes(q, "claim for March–May donations lodged"), "a month outside the quarter");
+        let r = Entities::new(q).check("gift aid claim lodged").unwrap_err();
+        assert!(r.reason.contains("Q2"), "{}", r.reason);
+        let m = "OTA update server migrated to us-east-1";
+        assert!(passes(m, "The OTA service now runs in AWS US East (N. Virginia)."));
+        assert!(passes(m, "ota server moved to us-east-1, old region drained"));
+        assert!(!passes(m, "ota server moved to us-east-2"));
+        assert!(!passes(m, "ota server moved to Ohio, 1 region left"), "a stray 1 is not the region");
+        assert_eq!(Entities::new(m).check("ota server moved to Oregon").unwrap_err().rule, "region");
+        assert!(!passes("build 12 deployed to us-east-1", "build 13 deployed in N. Virginia"), "other numbers stay required");
     }
 }

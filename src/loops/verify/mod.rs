@@ -8,7 +8,7 @@
 //! - [`model`] (slm's own trained cross-encoder, in the default chain);
 //! - [`guard`]: deterministic rules over the text, no model; `guard:identifier` runs only its
 //!   identifier rule, and [`entities`] (`guard:entities`, in the default chain) only compares
-//!   the query's numbers, months and environments;
+//!   the query's numbers, quarters, cloud regions, months and environments;
 //! - `nli:DIR` ([`nli`]): a user-supplied ONNX entailment model;
 //! - `cmd:COMMAND` ([`cmd`]): a shell command that gets the candidate and exits 0 to accept
 //!   (CLI only: the MCP surface refuses it);
@@ -24,6 +24,7 @@ mod lookalike;
 pub mod model;
 pub mod nli;
 mod number_words;
+mod regions;
 
 use std::time::Instant;
 
