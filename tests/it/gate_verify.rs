@@ -370,3 +370,30 @@ fn gate_check_by_id_on_a_memory_a_lap_and_an_unknown_id() {
     let err = expect_exit(&out, 1, "gate check on an unknown id");
     assert!(err.contains("not_found") && err.contains("987654"), "{err}");
 }
+
+/// `guard:entities` through the binary and the real embedder: a region code is answered by its
+/// place and refused for another region under rule `region`; a quarter is answered by its
+/// months and refused for another quarter's.
+#[test]
+fn gate_check_reads_a_region_by_its_place_and_a_quarter_by_its_months() {
+    let root = Root::new();
+    let check = |query: &str, memory: &str| {
+        let args = ["gate", "check", "--query", query, "--memory", memory, "--gate-verify", "guard:entities", "--gate-min-score", "0.0"];
+        let out = root.run(&[&args[..], &["--json"]].concat());
+        (out.status.code(), parse(&out))
+    };
+    let region = "OTA update server migrated to us-east-1";
+    let (code, c) = check(region, "The OTA update service now runs in AWS US East (N. Virginia).");
+    assert_eq!((code, &c["passed"]), (Some(0), &Value::Bool(true)), "{c}");
+    let (code, c) = check(region, "OTA update server migrated to us-east-2");
+    assert_eq!(code, Some(3), "{c}");
+    assert_eq!(c["verifiers"][0]["rule"], "region", "{c}");
+    assert!(c["reason"].as_str().unwrap().contains("us-east-1"), "{c}");
+
+    let quarter = "Q2 Gift Aid claim submitted to HMRC";
+    let (code, c) = check(quarter, "April–June Gift Aid claim lodged with HMRC, ref GA-501.");
+    assert_eq!((code, &c["passed"]), (Some(0), &Value::Bool(true)), "{c}");
+    let (code, c) = check(quarter, "July–September Gift Aid claim lodged with HMRC, ref GA-501.");
+    assert_eq!(code, Some(3), "{c}");
+    assert!(c["reason"].as_str().unwrap().contains("Q2"), "{c}");
+}
