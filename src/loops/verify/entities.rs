@@ -11,7 +11,11 @@
 //! A query number is a run of ASCII digits, except one with a letter on both sides (`e2e`,
 //! `k8s`: a name, not a number); a memory states it when one of the memory's digit
 //! runs, or a number written as a word (zero to twenty, the tens, first to twelfth), has the
-//! same value (leading zeros do not count). Extra numbers in the memory are fine.
+//! same value (leading zeros do not count). Extra numbers in the memory are fine. A number
+//! with thousands separators ("40,000") is one number, met by the memory's "40000", "40,000",
+//! "40k", "40 thousand" or "forty-thousand" (the sibling module `numerals` reads scales,
+//! several-word numbers and "Phase II"), or by its groups each stated ("101 and 102" for
+//! "101,102").
 //!
 //! A query number that follows a comparison ("above 90", "at least 400", "under 200 ms",
 //! "within 5 minutes", "> 0.9") is a bound, not an identifier: a memory meets it when it states
@@ -28,21 +32,51 @@
 //! "March close done", "live in staging" for "deployed to production"). A memory that names
 //! none of the class says nothing either way and is left to the model.
 //!
+//! A query number with a label before it ("semester 2", "batch 7") is refused by a memory that
+//! gives that label only other numbers ("semester 1"), though the "2" turns up elsewhere in it
+//! (the sibling module `labels`).
+//!
 //! Names the numbers rule cannot compare (`core-sw1`, `rack B4`, `Calloway Tower`) are checked
 //! for near twins by the sibling module `lookalike`: a memory that leaves a query name out and names a
 //! look-alike of it instead ("Galloway Tower") is refused.
 
+use super::labels::{self, Labelled};
 use super::lookalike::Lookalikes;
 use super::number_words::{CARDINALS, ORDINALS};
+use super::numerals;
 use super::regions::{self, Region};
 use super::Refusal;
 
-/// The distinct numbers of `text`'s digit runs, by value (leading zeros dropped), in order.
+/// A number of the query that the memory must state: its value, and for a value written with
+/// thousands separators ("40,000"; also a list such as "101,102") its groups, which the memory
+/// may state instead ("101 and 102").
+#[derive(Debug, Clone, PartialEq)]
+struct Need {
+    value: String,
+    groups: Vec<String>,
+}
+
+impl Need {
+    fn met_by(&self, have: &[String]) -> bool {
+        have.contains(&self.value) || (!self.groups.is_empty() && self.groups.iter().all(|g| have.contains(g)))
+    }
+}
+
+/// The distinct numbers of `text`'s digit runs, by value (leading zeros dropped), in order; a
+/// run may carry thousands separators ("40,000": one number, groups 40 and 0).
 /// `names`: skip a run with a letter on both sides, which is part of a name rather than a
 /// number (`e2e`, `k8s`, `i18n`), so that "end-to-end" can answer "e2e".
-fn digit_runs(text: &str, names: bool) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+fn digit_runs(text: &str, names: bool) -> Vec<Need> {
+    let mut out: Vec<Need> = Vec::new();
     let chars: Vec<char> = text.chars().collect();
+    let value = |run: &str| {
+        let v = run.trim_start_matches('0');
+        if v.is_empty() {
+            "0".to_string()
+        } else {
+            v.to_string()
+        }
+    };
     let mut i = 0;
     while i < chars.len() {
         if !chars[i].is_ascii_digit() {
@@ -50,18 +84,32 @@ fn digit_runs(text: &str, names: bool) -> Vec<String> {
             continue;
         }
         let start = i;
-        while i < chars.len() && chars[i].is_ascii_digit() {
+        let mut groups = vec![String::new()];
+        loop {
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                groups.last_mut().expect("one group at least").push(chars[i]);
+                i += 1;
+            }
+            // ",ddd" and then no digit: a thousands separator.
+            let separator = chars.get(i) == Some(&',')
+                && chars.get(i + 1..i + 4).is_some_and(|g| g.iter().all(char::is_ascii_digit))
+                && chars.get(i + 4).is_none_or(|c| !c.is_ascii_digit());
+            if !separator {
+                break;
+            }
+            groups.push(String::new());
             i += 1;
         }
         let inside_name = start > 0 && chars[start - 1].is_alphabetic() && i < chars.len() && chars[i].is_alphabetic();
         if names && inside_name {
             continue;
         }
-        let run: String = chars[start..i].iter().collect();
-        let v = run.trim_start_matches('0');
-        let v = if v.is_empty() { "0" } else { v };
-        if !out.iter().any(|x| x == v) {
-            out.push(v.to_string());
+        let need = Need {
+            value: value(&groups.concat()),
+            groups: if groups.len() > 1 { groups.iter().map(|g| value(g)).collect() } else { Vec::new() },
+        };
+        if !out.contains(&need) {
+            out.push(need);
         }
     }
     out
@@ -180,10 +228,17 @@ fn numbers(text: &str) -> Vec<(usize, usize, String)> {
     out
 }
 
-/// The numbers a memory states: its digit runs and its number words.
+/// The numbers a memory states: its digit runs (a run with thousands separators both whole
+/// and by its groups), its number words, and the numbers [`numerals`] reads (with a scale,
+/// in several words, roman).
 fn stated(memory: &str) -> Vec<String> {
-    let mut out = digit_runs(memory, false);
+    let mut out = Vec::new();
+    for need in digit_runs(memory, false) {
+        out.extend(need.groups);
+        out.push(need.value);
+    }
     out.extend(number_words(memory).map(|v| v.to_string()));
+    out.extend(numerals::values(memory).into_iter().map(|v| v.to_string()));
     out
 }
 
@@ -278,7 +333,8 @@ fn environments(text: &str) -> Vec<&'static str> {
 /// The rule bound to one query.
 #[derive(Debug, Clone)]
 pub struct Entities {
-    required: Vec<String>,
+    required: Vec<Need>,
+    labelled: Vec<Labelled>,
     quarters: Vec<Quarter>,
     regions: Vec<Region>,
     bounds: Vec<Bound>,
@@ -302,6 +358,7 @@ impl Entities {
         let required = digit_runs(&rest, true);
         Entities {
             required,
+            labelled: labels::in_query(query),
             quarters,
             regions,
             bounds,
@@ -316,9 +373,13 @@ impl Entities {
     pub fn check(&self, memory: &str) -> Result<(), Refusal> {
         if !self.required.is_empty() {
             let have = stated(memory);
-            if let Some(n) = self.required.iter().find(|n| !have.contains(n)) {
-                return Err(Refusal { rule: "numbers".into(), reason: format!("does not mention the number {n}") });
+            if let Some(n) = self.required.iter().find(|n| !n.met_by(&have)) {
+                return Err(Refusal { rule: "numbers".into(), reason: format!("does not mention the number {}", n.value) });
             }
+        }
+        if let Some((l, other)) = labels::contradicted(&self.labelled, memory) {
+            let reason = format!("speaks of {} {other}, not {} {}", l.label, l.label, l.value);
+            return Err(Refusal { rule: "numbers".into(), reason });
         }
         if let Some(q) = self.quarters.iter().find(|q| !q.stated_by(memory)) {
             return Err(Refusal { rule: "numbers".into(), reason: format!("does not mention the quarter Q{} or its months", q.n) });
@@ -374,6 +435,21 @@ mod tests {
         assert!(passes("wire WT-77120 released", "wire 77120 gone, MT103 out at 11:02"));
         assert!(passes("Detox e2e suite green on build 311", "all end-to-end tests pass for 311"), "e2e is a name");
         assert!(passes("deploy finished", "the deploy of build 7 finished"), "a query without numbers needs none");
+    }
+
+    #[test]
+    fn a_number_with_separators_or_a_scale_is_one_number() {
+        let q = "12,500 welcome packs printed";
+        assert!(passes(q, "all 12.5k welcome packs are off the press"));
+        assert!(passes(q, "twelve thousand five hundred welcome packs printed"));
+        assert!(passes(q, "welcome packs: 12500/12500 printed"));
+        assert!(!passes(q, "12k welcome packs printed"), "another number");
+        assert!(passes("PRs 101,102 merged", "merged 101 and 102"), "a list reads as its groups");
+        assert!(passes("60 cases delivered", "five dozen cases delivered"));
+        assert!(passes("phase 2 invoice paid", "our Phase II invoice has been paid"));
+        assert!(!passes("phase 2 invoice paid", "our Phase III invoice has been paid"));
+        let r = Entities::new("40,000 kits built").check("4,000 kits built").unwrap_err();
+        assert!(r.reason.contains("40000"), "{}", r.reason);
     }
 
     #[test]

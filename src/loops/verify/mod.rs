@@ -20,10 +20,12 @@
 pub mod cmd;
 pub mod entities;
 pub mod guard;
+mod labels;
 mod lookalike;
 pub mod model;
 pub mod nli;
 mod number_words;
+mod numerals;
 mod regions;
 
 use std::time::Instant;
