@@ -82,7 +82,7 @@ pub(super) fn in_query(query: &str) -> Vec<Labelled> {
         .filter(|p| p[0].1.chars().count() >= 3 && !NOT_LABELS.contains(&p[0].1.to_lowercase().as_str()))
         // "v2.4", "3.5 GB": a number with a decimal part is a version or a measure, read by
         // the numbers rule.
-        .filter(|p| !query[p[1].0 + p[1].1.len()..].starts_with(|c: char| c == '.' || c == ','))
+        .filter(|p| !query[p[1].0 + p[1].1.len()..].starts_with(['.', ',']))
         .map(|p| Labelled { label: p[0].1.to_lowercase(), value: value(p[1].1) })
         .collect()
 }
