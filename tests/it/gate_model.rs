@@ -58,14 +58,14 @@ fn the_shipped_verifier_matches_its_checksums() {
 /// The shipped model's figures with the default chain (models/verifier/README.md), as
 /// regression floors a little below what was measured: (gate_min_score, least right among
 /// the passable pairs, most near misses passing), as fractions. Issue #25's bar (0.95 right,
-/// 0.02 passing) is not reached yet; these hold the model where it is (round 13, one pair a
-/// run, on the split with round 14's topics: 0.3 90.4 % / 4.6 %, 0.5 92.4 % / 3.7 %). The
-/// verdicts no longer depend on their batch, so the figures are exact from run to run.
-const TEST_SPLIT_FLOORS: [(f64, f64, f64); 2] = [(0.3, 0.900, 0.050), (0.5, 0.920, 0.040)];
-/// Right answers on tests/data/gate-dev.tsv (25 pairs) at 0.3 and 0.5, at least. Round 13
-/// scores 23: it never saw these pairs (round 8, which scored 24, was trained on copies of
-/// five of them; see the model card).
-const DEV_SET_FLOOR: u64 = 23;
+/// 0.02 passing) is not reached yet; these hold the model where it is (round 16, one pair a
+/// run, on the split with round 17's topics: 0.3 90.6 % / 4.2 %, 0.5 92.6 % / 3.3 %). The
+/// verdicts do not depend on their batch, so the figures are exact from run to run.
+const TEST_SPLIT_FLOORS: [(f64, f64, f64); 2] = [(0.3, 0.900, 0.045), (0.5, 0.920, 0.035)];
+/// Right answers on tests/data/gate-dev.tsv (25 pairs) at 0.3 and 0.5, at least. Round 16
+/// scores 22 (round 13 scored 23): it never saw these pairs (round 8, which scored 24, was
+/// trained on copies of five of them; see the model card). No near miss of the file passes.
+const DEV_SET_FLOOR: u64 = 22;
 
 #[test]
 fn the_default_gate_holds_its_measured_accuracy_on_the_test_split_and_the_dev_set() {
