@@ -371,17 +371,21 @@ fn gate_check_by_id_on_a_memory_a_lap_and_an_unknown_id() {
     assert!(err.contains("not_found") && err.contains("987654"), "{err}");
 }
 
+/// `slm gate check --json` of one (query, memory) pair with `guard:entities` alone and no
+/// cosine threshold: the exit code and the parsed decision.
+fn entities_check(root: &Root, query: &str, memory: &str) -> (Option<i32>, Value) {
+    let args = ["gate", "check", "--query", query, "--memory", memory, "--gate-verify", "guard:entities", "--gate-min-score", "0.0"];
+    let out = root.run(&[&args[..], &["--json"]].concat());
+    (out.status.code(), parse(&out))
+}
+
 /// `guard:entities` through the binary and the real embedder: a region code is answered by its
 /// place and refused for another region under rule `region`; a quarter is answered by its
 /// months and refused for another quarter's.
 #[test]
 fn gate_check_reads_a_region_by_its_place_and_a_quarter_by_its_months() {
     let root = Root::new();
-    let check = |query: &str, memory: &str| {
-        let args = ["gate", "check", "--query", query, "--memory", memory, "--gate-verify", "guard:entities", "--gate-min-score", "0.0"];
-        let out = root.run(&[&args[..], &["--json"]].concat());
-        (out.status.code(), parse(&out))
-    };
+    let check = |query: &str, memory: &str| entities_check(&root, query, memory);
     let region = "OTA update server migrated to us-east-1";
     let (code, c) = check(region, "The OTA update service now runs in AWS US East (N. Virginia).");
     assert_eq!((code, &c["passed"]), (Some(0), &Value::Bool(true)), "{c}");
@@ -403,11 +407,7 @@ fn gate_check_reads_a_region_by_its_place_and_a_quarter_by_its_months() {
 #[test]
 fn gate_check_reads_scaled_numbers_and_refuses_another_labelled_one() {
     let root = Root::new();
-    let check = |query: &str, memory: &str| {
-        let args = ["gate", "check", "--query", query, "--memory", memory, "--gate-verify", "guard:entities", "--gate-min-score", "0.0"];
-        let out = root.run(&[&args[..], &["--json"]].concat());
-        (out.status.code(), parse(&out))
-    };
+    let check = |query: &str, memory: &str| entities_check(&root, query, memory);
     let packs = "print run of 12,500 welcome packs finished";
     for memory in ["all 12.5k welcome packs are off the press", "twelve thousand five hundred welcome packs printed and boxed"] {
         let (code, c) = check(packs, memory);
