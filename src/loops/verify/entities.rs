@@ -349,7 +349,7 @@ impl Entities {
         let quarters = quarters(query);
         let regions = regions::in_query(query);
         // A bound's, a quarter's and a region's digits are not required as such (each has its
-        // own test below): the numbers left are the identifiers.
+        // own test below): the numbers left are the identifiers, and only they have labels.
         let mut rest = query.to_string();
         let spans = bounds.iter().map(|b| b.span).chain(quarters.iter().map(|q| q.span)).chain(regions.iter().map(|r| r.span));
         for (start, end) in spans {
@@ -358,7 +358,7 @@ impl Entities {
         let required = digit_runs(&rest, true);
         Entities {
             required,
-            labelled: labels::in_query(query),
+            labelled: labels::in_query(&rest),
             quarters,
             regions,
             bounds,
@@ -509,7 +509,11 @@ mod tests {
         let m = "OTA update server migrated to us-east-1";
         assert!(passes(m, "The OTA service now runs in AWS US East (N. Virginia)."));
         assert!(passes(m, "ota server moved to us-east-1, old region drained"));
-        assert!(!passes(m, "ota server moved to us-east-2"));
+        assert_eq!(
+            Entities::new(m).check("ota server moved to us-east-2").unwrap_err().rule,
+            "region",
+            "a region is not a labelled number"
+        );
         assert!(!passes(m, "ota server moved to Ohio, 1 region left"), "a stray 1 is not the region");
         assert_eq!(Entities::new(m).check("ota server moved to Oregon").unwrap_err().rule, "region");
         assert!(!passes("build 12 deployed to us-east-1", "build 13 deployed in N. Virginia"), "other numbers stay required");
