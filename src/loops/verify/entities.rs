@@ -43,7 +43,7 @@
 use super::labels::{self, Labelled};
 use super::lookalike::Lookalikes;
 use super::number_words::{CARDINALS, ORDINALS};
-use super::numerals;
+use super::numerals::{self, value};
 use super::regions::{self, Region};
 use super::Refusal;
 
@@ -69,14 +69,6 @@ impl Need {
 fn digit_runs(text: &str, names: bool) -> Vec<Need> {
     let mut out: Vec<Need> = Vec::new();
     let chars: Vec<char> = text.chars().collect();
-    let value = |run: &str| {
-        let v = run.trim_start_matches('0');
-        if v.is_empty() {
-            "0".to_string()
-        } else {
-            v.to_string()
-        }
-    };
     let mut i = 0;
     while i < chars.len() {
         if !chars[i].is_ascii_digit() {

@@ -15,7 +15,7 @@
 //! other rules and the model.
 
 use super::number_words::{CARDINALS, ORDINALS};
-use super::numerals::roman;
+use super::numerals::{roman, value};
 
 /// Words before a number that do not label it.
 const NOT_LABELS: &[&str] = &[
@@ -62,15 +62,6 @@ fn words(text: &str) -> Vec<(usize, &str)> {
 fn joined(text: &str, end_of_first: usize, start_of_second: usize) -> bool {
     let gap = &text[end_of_first..start_of_second];
     gap.chars().count() <= 3 && gap.chars().all(|c| matches!(c, ' ' | ':' | '=' | '#' | '-' | '_' | '\u{a0}'))
-}
-
-fn value(digits: &str) -> String {
-    let v = digits.trim_start_matches('0');
-    if v.is_empty() {
-        "0".to_string()
-    } else {
-        v.to_string()
-    }
 }
 
 /// The labelled numbers of a query.
@@ -131,8 +122,8 @@ fn given(memory: &str, label: &str) -> Vec<String> {
 /// the suite passed" after "build 310 failed"): a number that long is the query's thing named
 /// without its label, not a coincidence, so the memory is left to the model. A one-digit number
 /// ("2 teachers") is too common to tell.
-fn bare(memory: &str, value: &str) -> bool {
-    value.len() >= 2 && words(memory).iter().any(|(_, w)| w.starts_with(|c: char| c.is_ascii_digit()) && super::numerals::same(w, value))
+fn bare(memory: &str, want: &str) -> bool {
+    want.len() >= 2 && words(memory).iter().any(|(_, w)| w.starts_with(|c: char| c.is_ascii_digit()) && value(w) == want)
 }
 
 /// The first labelled number of the query the memory contradicts, with the number the memory

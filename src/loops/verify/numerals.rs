@@ -20,9 +20,15 @@ pub(super) fn values(text: &str) -> Vec<u64> {
     out
 }
 
-/// Whether a run of digits has `value` (a number without leading zeros): "0311" is 311.
-pub(super) fn same(digits: &str, value: &str) -> bool {
-    digits.trim_start_matches('0') == value
+/// A run of digits as a value's text, leading zeros dropped ("0311" is "311", "000" is "0"):
+/// how `guard:entities` and its `labels` compare numbers.
+pub(super) fn value(digits: &str) -> String {
+    let v = digits.trim_start_matches('0');
+    if v.is_empty() {
+        "0".to_string()
+    } else {
+        v.to_string()
+    }
 }
 
 /// Digits with a scale after them: "40k", "1.5k", "2M", "40 thousand", "3 million".
