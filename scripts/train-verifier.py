@@ -48,7 +48,9 @@ SYMBOLS = {
     **dict.fromkeys("✅✔✓☑🟢👍🆗💚", "ok"),
     **dict.fromkeys("❌✗✘✖❎🔴⛔🚫👎", "no"),
     **dict.fromkeys("☐⬜□◻🔲", "todo"),
-    **dict.fromkeys("⏳⌛🔄🕐⏱🔃🚧", "pending"),
+    **dict.fromkeys("⏳⌛🔄🕐🔃🚧", "pending"),
+    # A stopwatch reports a duration ("48h ⏱ ✅"), not a wait.
+    "⏱": "timer",
     **dict.fromkeys("🟡🟠⚠", "warning"),
     **dict.fromkeys("⏸", "paused"),
     **dict.fromkeys("🛑⏹", "stopped"),
