@@ -249,6 +249,13 @@ def main():
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--extra", type=Path, action="append", default=[], help="more training TSVs")
+    ap.add_argument(
+        "--average-from",
+        type=float,
+        default=None,
+        help="average the weights of every step after this fraction of the run (0.6: the last 40 %%) "
+        "and export the average; off by default",
+    )
     ap.add_argument("--smoke", action="store_true", help="one step on 16 rows, export to a temp folder")
     args = ap.parse_args()
 
@@ -286,6 +293,10 @@ def main():
     )
     loss_fn = torch.nn.CrossEntropyLoss()
     log = {"epochs": []}
+    # Weight averaging (--average-from): a uniform mean of the weights after each step of the
+    # run's tail, a cheap ensemble of the late models that the linear decay already keeps close.
+    avg, n_avg = None, 0
+    avg_start = None if args.average_from is None else int(total * args.average_from)
     started = time.time()
     step = 0
     while step < total:
@@ -306,6 +317,15 @@ def main():
             step += 1
             seen += 1
             run_loss += loss.item()
+            if avg_start is not None and step > avg_start:
+                n_avg += 1
+                with torch.no_grad():
+                    if avg is None:
+                        avg = {k: p.detach().clone() for k, p in model.named_parameters() if p.requires_grad}
+                    else:
+                        for k, p in model.named_parameters():
+                            if k in avg:
+                                avg[k].add_(p.detach() - avg[k], alpha=1.0 / n_avg)
             if step % 50 == 0:
                 print(f"step {step}/{total} loss {run_loss / seen:.4f} {time.time() - started:.0f}s", flush=True)
         probs = predict(model, tok, dev)
@@ -313,6 +333,16 @@ def main():
         f.update(step=step, loss=run_loss / max(1, seen), seconds=round(time.time() - started))
         log["epochs"].append(f)
         print(json.dumps({"dev": f}), flush=True)
+
+    if avg is not None:
+        with torch.no_grad():
+            for k, p in model.named_parameters():
+                if k in avg:
+                    p.copy_(avg[k])
+        f = figures(dev, predict(model, tok, dev), args.threshold)
+        f.update(averaged_steps=n_avg)
+        log["averaged"] = f
+        print(json.dumps({"dev_averaged": f}), flush=True)
 
     train_s = time.time() - started
     work = Path(tempfile.mkdtemp(prefix="slm-verifier-"))

@@ -48,26 +48,52 @@ use super::regions::{self, Region};
 use super::Refusal;
 
 /// A number of the query that the memory must state: its value, and for a value written with
-/// thousands separators ("40,000"; also a list such as "101,102") its groups, which the memory
-/// may state instead ("101 and 102").
+/// thousands separators ("40,000"; also a list such as "101,102") or an identifier of
+/// dash-joined digit groups ("7720-416", "112-4457781-3") its groups, which the memory may
+/// state instead ("101 and 102"). An identifier is also met by its groups run together
+/// ("7720416") and by its tail without leading groups shorter than the rest ("4457781-3": a
+/// filer code left off), never by one group alone.
 #[derive(Debug, Clone, PartialEq)]
 struct Need {
     value: String,
     groups: Vec<String>,
+    /// Other values that meet it: an identifier's tails run together.
+    also: Vec<String>,
+    /// As the refusal names it: the value, or the identifier as written.
+    shown: String,
 }
 
 impl Need {
     fn met_by(&self, have: &[String]) -> bool {
-        have.contains(&self.value) || (!self.groups.is_empty() && self.groups.iter().all(|g| have.contains(g)))
+        have.contains(&self.value)
+            || self.also.iter().any(|v| have.contains(v))
+            || (!self.groups.is_empty() && self.groups.iter().all(|g| have.contains(g)))
+    }
+
+    fn single(digits: &str) -> Need {
+        let v = value(digits);
+        Need { shown: v.clone(), value: v, groups: Vec::new(), also: Vec::new() }
     }
 }
 
+/// Digits an identifier of dash-joined groups needs before it counts as one ("7720-416"):
+/// shorter runs are ranges and dates ("1-5", "10-20", "3-4"), whose run-together value ("15")
+/// would meet a number they do not say.
+const DASHED_MIN_DIGITS: usize = 5;
+
 /// The distinct numbers of `text`'s digit runs, by value (leading zeros dropped), in order; a
-/// run may carry thousands separators ("40,000": one number, groups 40 and 0).
+/// run may carry thousands separators ("40,000": one number, groups 40 and 0) or join digit
+/// groups with dashes ("7720-416", one identifier when it has [`DASHED_MIN_DIGITS`] digits,
+/// else each group a number of its own).
 /// `names`: skip a run with a letter on both sides, which is part of a name rather than a
 /// number (`e2e`, `k8s`, `i18n`), so that "end-to-end" can answer "e2e".
 fn digit_runs(text: &str, names: bool) -> Vec<Need> {
     let mut out: Vec<Need> = Vec::new();
+    let mut push = |need: Need| {
+        if !out.contains(&need) {
+            out.push(need);
+        }
+    };
     let chars: Vec<char> = text.chars().collect();
     let mut i = 0;
     while i < chars.len() {
@@ -77,6 +103,7 @@ fn digit_runs(text: &str, names: bool) -> Vec<Need> {
         }
         let start = i;
         let mut groups = vec![String::new()];
+        let mut dashed = false;
         loop {
             while i < chars.len() && chars[i].is_ascii_digit() {
                 groups.last_mut().expect("one group at least").push(chars[i]);
@@ -86,9 +113,12 @@ fn digit_runs(text: &str, names: bool) -> Vec<Need> {
             let separator = chars.get(i) == Some(&',')
                 && chars.get(i + 1..i + 4).is_some_and(|g| g.iter().all(char::is_ascii_digit))
                 && chars.get(i + 4).is_none_or(|c| !c.is_ascii_digit());
-            if !separator {
+            // "-d": a dash between digit groups.
+            let dash = chars.get(i) == Some(&'-') && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+            if !(separator || dash) {
                 break;
             }
+            dashed |= dash;
             groups.push(String::new());
             i += 1;
         }
@@ -96,12 +126,20 @@ fn digit_runs(text: &str, names: bool) -> Vec<Need> {
         if names && inside_name {
             continue;
         }
-        let need = Need {
-            value: value(&groups.concat()),
-            groups: if groups.len() > 1 { groups.iter().map(|g| value(g)).collect() } else { Vec::new() },
-        };
-        if !out.contains(&need) {
-            out.push(need);
+        let digits = groups.concat();
+        if groups.len() == 1 {
+            push(Need::single(&digits));
+        } else if dashed && digits.len() < DASHED_MIN_DIGITS {
+            groups.iter().for_each(|g| push(Need::single(g)));
+        } else {
+            // Tails that leave off leading groups shorter than what they keep, two groups at
+            // least: "4457781-3" for "112-4457781-3", not "3".
+            let also = (1..groups.len().saturating_sub(1))
+                .filter(|&k| groups[..k].concat().len() < groups[k..].concat().len())
+                .map(|k| value(&groups[k..].concat()))
+                .collect();
+            let shown = if dashed { groups.join("-") } else { value(&digits) };
+            push(Need { value: value(&digits), groups: groups.iter().map(|g| value(g)).collect(), also, shown });
         }
     }
     out
@@ -231,6 +269,24 @@ fn stated(memory: &str) -> Vec<String> {
     }
     out.extend(number_words(memory).map(|v| v.to_string()));
     out.extend(numerals::values(memory).into_iter().map(|v| v.to_string()));
+    out.extend(short_years(memory));
+    out
+}
+
+/// The years a memory writes with an apostrophe and two digits ("calendar '24", "Mar ’25"):
+/// 2000 to 2099. The digits themselves are already a number of the memory.
+fn short_years(memory: &str) -> Vec<String> {
+    let chars: Vec<char> = memory.chars().collect();
+    let mut out = Vec::new();
+    for i in 0..chars.len() {
+        let apostrophe = matches!(chars[i], '\'' | '’');
+        let after = chars.get(i + 1..i + 3).is_some_and(|d| d.iter().all(char::is_ascii_digit));
+        let alone = chars.get(i + 3).is_none_or(|c| !c.is_alphanumeric());
+        let before = i == 0 || !chars[i - 1].is_alphanumeric();
+        if apostrophe && after && alone && before {
+            out.push(format!("20{}{}", chars[i + 1], chars[i + 2]));
+        }
+    }
     out
 }
 
@@ -280,8 +336,9 @@ struct Quarter {
 impl Quarter {
     /// The memory states the quarter's number (as digits or a word: "Q2", "second-quarter"),
     /// or names only months inside the quarter ("April–June", "Apr-Jun").
-    fn stated_by(&self, memory: &str) -> bool {
-        if stated(memory).contains(&self.n.to_string()) {
+    /// `have` is [`stated`]`(memory)`, computed once per memory by the caller.
+    fn stated_by(&self, have: &[String], memory: &str) -> bool {
+        if have.contains(&self.n.to_string()) {
             return true;
         }
         let said = months(memory);
@@ -363,17 +420,18 @@ impl Entities {
     /// Accepts the memory, or names the first number it lacks, or the month, environment or
     /// look-alike name that replaces the query's.
     pub fn check(&self, memory: &str) -> Result<(), Refusal> {
+        // The numbers the memory states, read once for the numbers and the quarters.
+        let have = if self.required.is_empty() && self.quarters.is_empty() { Vec::new() } else { stated(memory) };
         if !self.required.is_empty() {
-            let have = stated(memory);
             if let Some(n) = self.required.iter().find(|n| !n.met_by(&have)) {
-                return Err(Refusal { rule: "numbers".into(), reason: format!("does not mention the number {}", n.value) });
+                return Err(Refusal { rule: "numbers".into(), reason: format!("does not mention the number {}", n.shown) });
             }
         }
         if let Some((l, other)) = labels::contradicted(&self.labelled, memory) {
             let reason = format!("speaks of {} {other}, not {} {}", l.label, l.label, l.value);
             return Err(Refusal { rule: "numbers".into(), reason });
         }
-        if let Some(q) = self.quarters.iter().find(|q| !q.stated_by(memory)) {
+        if let Some(q) = self.quarters.iter().find(|q| !q.stated_by(&have, memory)) {
             return Err(Refusal { rule: "numbers".into(), reason: format!("does not mention the quarter Q{} or its months", q.n) });
         }
         if let Some(r) = self.regions.iter().find(|r| !r.named_by(memory)) {
@@ -427,6 +485,30 @@ mod tests {
         assert!(passes("wire WT-77120 released", "wire 77120 gone, MT103 out at 11:02"));
         assert!(passes("Detox e2e suite green on build 311", "all end-to-end tests pass for 311"), "e2e is a name");
         assert!(passes("deploy finished", "the deploy of build 7 finished"), "a query without numbers needs none");
+    }
+
+    #[test]
+    fn a_dashed_identifier_is_met_run_together_or_without_a_short_prefix() {
+        let q = "Customs entry 112-4457781-3 released";
+        assert!(passes(q, "ACE entry=11244577813 disposition=RELEASED"));
+        assert!(passes(q, "FYI ent 4457781-3 CBP rls rcvd, pls dispatch."), "the filer code left off");
+        assert!(passes(q, "entry 1124457781-3 got its release"));
+        assert!(!passes(q, "entry 112-4457781-4 released"), "another last group");
+        assert!(!passes(q, "entry 113-4457781-3 released"), "another filer code");
+        assert!(!passes(q, "entry 3 released"), "one group alone");
+        assert!(passes("loan modification 7720-416 trial complete", "loan 7720416, trial complete"));
+        assert!(passes("appeal on parcel 09-118-22 decided", "BOR ruling in on 0911822"));
+        assert!(!passes("appeal on parcel 09-118-22 decided", "ruling in on parcel 09-118-23"));
+        assert!(!passes("shard 15 rebuilt", "shards 1-5 rebuilt"), "a range is not run together");
+        assert!(!passes("report for 2024-03-15 sent", "report for 2023-03-15 sent"), "a date keeps its year");
+    }
+
+    #[test]
+    fn a_year_is_met_by_its_short_form() {
+        assert!(passes("2024 mortgage interest statement sent", "the interest statement for calendar '24 went out"));
+        assert!(passes("FY2025 budget approved", "budget for Mar ’25 onward approved"));
+        assert!(!passes("2024 mortgage interest statement sent", "the '23 statement went out"));
+        assert!(!passes("2024 statement sent", "rock'24 statement"), "an apostrophe inside a word");
     }
 
     #[test]

@@ -73,14 +73,18 @@ pub(super) fn in_query(query: &str) -> Vec<Labelled> {
         .filter(|p| p[0].1.chars().count() >= 3 && !NOT_LABELS.contains(&p[0].1.to_lowercase().as_str()))
         // "v2.4", "3.5 GB": a number with a decimal part is a version or a measure, read by
         // the numbers rule.
-        .filter(|p| !query[p[1].0 + p[1].1.len()..].starts_with(['.', ',']))
+        // "entry 112-4457781-3": digit groups joined by dashes are one identifier, also read
+        // by the numbers rule (which meets it run together, "11244577813").
+        .filter(|p| {
+            let after = &query[p[1].0 + p[1].1.len()..];
+            !after.starts_with(['.', ',']) && !(after.starts_with('-') && after[1..].starts_with(|c: char| c.is_ascii_digit()))
+        })
         .map(|p| Labelled { label: p[0].1.to_lowercase(), value: value(p[1].1) })
         .collect()
 }
 
-/// The numbers `memory` gives the label `label`.
-fn given(memory: &str, label: &str) -> Vec<String> {
-    let w = words(memory);
+/// The numbers `memory` gives the label `label` (`w` is [`words`]`(memory)`).
+fn given(memory: &str, w: &[(usize, &str)], label: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (i, &(start, word)) in w.iter().enumerate() {
         if !word.eq_ignore_ascii_case(label) {
@@ -122,16 +126,20 @@ fn given(memory: &str, label: &str) -> Vec<String> {
 /// the suite passed" after "build 310 failed"): a number that long is the query's thing named
 /// without its label, not a coincidence, so the memory is left to the model. A one-digit number
 /// ("2 teachers") is too common to tell.
-fn bare(memory: &str, want: &str) -> bool {
-    want.len() >= 2 && words(memory).iter().any(|(_, w)| w.starts_with(|c: char| c.is_ascii_digit()) && value(w) == want)
+fn bare(w: &[(usize, &str)], want: &str) -> bool {
+    want.len() >= 2 && w.iter().any(|(_, w)| w.starts_with(|c: char| c.is_ascii_digit()) && value(w) == want)
 }
 
 /// The first labelled number of the query the memory contradicts, with the number the memory
 /// gives its label instead.
 pub(super) fn contradicted<'a>(labelled: &'a [Labelled], memory: &str) -> Option<(&'a Labelled, String)> {
+    if labelled.is_empty() {
+        return None;
+    }
+    let w = words(memory);
     labelled.iter().find_map(|l| {
-        let given = given(memory, &l.label);
-        (!given.is_empty() && !given.contains(&l.value) && !bare(memory, &l.value)).then(|| (l, given[0].clone()))
+        let given = given(memory, &w, &l.label);
+        (!given.is_empty() && !given.contains(&l.value) && !bare(&w, &l.value)).then(|| (l, given[0].clone()))
     })
 }
 
