@@ -15,7 +15,10 @@
 //! with thousands separators ("40,000") is one number, met by the memory's "40000", "40,000",
 //! "40k", "40 thousand" or "forty-thousand" (the sibling module `numerals` reads scales,
 //! several-word numbers and "Phase II"), or by its groups each stated ("101 and 102" for
-//! "101,102").
+//! "101,102"). Digit groups joined by dashes ("7720-416", "112-4457781-3", five digits or more)
+//! are one identifier, met by its groups, by them run together ("7720416") or by its tail
+//! without a shorter leading group ("4457781-3"), never by one group alone. A year is also met
+//! by its short form ("calendar '24").
 //!
 //! A query number that follows a comparison ("above 90", "at least 400", "under 200 ms",
 //! "within 5 minutes", "> 0.9") is a bound, not an identifier: a memory meets it when it states
