@@ -39,12 +39,16 @@
 //! gives that label only other numbers ("semester 1"), though the "2" turns up elsewhere in it
 //! (the sibling module `labels`).
 //!
+//! A query word the memory writes only with the prefix `un-` ("unpaid" for "paid") is refused
+//! unless the memory negates something (the sibling module `negated`).
+//!
 //! Names the numbers rule cannot compare (`core-sw1`, `rack B4`, `Calloway Tower`) are checked
 //! for near twins by the sibling module `lookalike`: a memory that leaves a query name out and names a
 //! look-alike of it instead ("Galloway Tower") is refused.
 
 use super::labels::{self, Labelled};
 use super::lookalike::Lookalikes;
+use super::negated::Negated;
 use super::number_words::{CARDINALS, ORDINALS};
 use super::numerals::{self, value};
 use super::regions::{self, Region};
@@ -393,6 +397,7 @@ pub struct Entities {
     months: Vec<u32>,
     environments: Vec<&'static str>,
     lookalikes: Lookalikes,
+    negated: Negated,
 }
 
 impl Entities {
@@ -417,6 +422,7 @@ impl Entities {
             months: months(query),
             environments: environments(query),
             lookalikes: Lookalikes::new(query),
+            negated: Negated::new(query),
         }
     }
 
@@ -466,6 +472,9 @@ impl Entities {
         }
         if let Some((name, twin)) = self.lookalikes.check(memory) {
             return Err(Refusal { rule: "name".into(), reason: format!("names {twin}, not {name}") });
+        }
+        if let Some((word, un)) = self.negated.check(memory) {
+            return Err(Refusal { rule: "negated".into(), reason: format!("says {un}, not {word}") });
         }
         Ok(())
     }

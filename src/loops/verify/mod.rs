@@ -23,6 +23,7 @@ pub mod guard;
 mod labels;
 mod lookalike;
 pub mod model;
+mod negated;
 pub mod nli;
 mod number_words;
 mod numerals;
