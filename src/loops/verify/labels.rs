@@ -77,7 +77,8 @@ pub(super) fn in_query(query: &str) -> Vec<Labelled> {
         // by the numbers rule (which meets it run together, "11244577813").
         .filter(|p| {
             let after = &query[p[1].0 + p[1].1.len()..];
-            !after.starts_with(['.', ',']) && !(after.starts_with('-') && after[1..].starts_with(|c: char| c.is_ascii_digit()))
+            let dashed = after.starts_with('-') && after[1..].starts_with(|c: char| c.is_ascii_digit());
+            !(after.starts_with(['.', ',']) || dashed)
         })
         .map(|p| Labelled { label: p[0].1.to_lowercase(), value: value(p[1].1) })
         .collect()
