@@ -20,10 +20,10 @@ pub(super) struct Negated {
     words: Vec<String>,
 }
 
-/// The words of `text` in lower case: letters (with apostrophes inside, "isn't") or digits.
+/// The words of `text` (given in lower case): letters (with apostrophes inside, "isn't") or
+/// digits.
 fn words(text: &str) -> Vec<String> {
-    text.to_lowercase()
-        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
         .map(|w| w.trim_matches(|c| c == '\'' || c == '’').to_string())
         .filter(|w| !w.is_empty())
         .collect()
@@ -53,7 +53,7 @@ fn joined_un(memory: &str) -> String {
 impl Negated {
     pub(super) fn new(query: &str) -> Negated {
         let mut out: Vec<String> = Vec::new();
-        for w in words(query) {
+        for w in words(&query.to_lowercase()) {
             if w.chars().count() >= 4 && w.chars().all(char::is_alphabetic) && !out.contains(&w) {
                 out.push(w);
             }
