@@ -423,3 +423,39 @@ fn gate_check_reads_scaled_numbers_and_refuses_another_labelled_one() {
     let (code, c) = check(timetable, "second semester timetable is published (semester 1 archived)");
     assert_eq!((code, &c["passed"]), (Some(0), &Value::Bool(true)), "{c}");
 }
+
+/// `guard:entities` through the binary: a dashed identifier is answered run together or
+/// without its short prefix, never by its last group alone; and a query word the memory writes
+/// only as its un- form is refused under rule `negated` by the default chain, while a double
+/// negative that uses the same un-word is left to the model.
+#[test]
+fn gate_check_reads_dashed_identifiers_and_refuses_un_states() {
+    let root = Root::new();
+    let check = |query: &str, memory: &str| entities_check(&root, query, memory);
+    let entry = "customs entry 112-4457781-3 released";
+    for memory in ["ACE entry=11244577813 disposition=RELEASED", "CBP release received for ent 4457781-3, dispatching"] {
+        let (code, c) = check(entry, memory);
+        assert_eq!((code, &c["passed"]), (Some(0), &Value::Bool(true)), "{memory}: {c}");
+    }
+    let (code, c) = check(entry, "entry 3 released");
+    assert_eq!(code, Some(3), "{c}");
+    assert!(c["reason"].as_str().unwrap().contains("112-4457781-3"), "{c}");
+
+    let paid = "invoice 1031 paid";
+    let out = root.run(&[
+        "gate",
+        "check",
+        "--query",
+        paid,
+        "--memory",
+        "invoice 1031 is overdue and unpaid",
+        "--gate-min-score",
+        "0.0",
+        "--json",
+    ]);
+    let c = parse(&out);
+    assert_eq!(out.status.code(), Some(3), "{c}");
+    assert_eq!(c["verifiers"][0]["rule"], "negated", "{c}");
+    let (code, c) = check(paid, "no invoice left unpaid this month, 1031 included");
+    assert_eq!((code, &c["passed"]), (Some(0), &Value::Bool(true)), "{c}");
+}
